@@ -1,0 +1,172 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/sse"
+)
+
+// Event is one event of an execution stream, with the SSE id (the byte
+// offset to resume output from, for stdout and stderr events).
+type Event struct {
+	ID string
+	wire.Event
+}
+
+// Execution is the collected outcome of a command.
+type Execution struct {
+	ID       string
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int // -1 while unknown (a background command)
+	Error    *wire.ExecError
+	// Offset is the resume offset after the last output event seen.
+	Offset int64
+}
+
+// RunStream starts a command and calls fn for every event until the stream
+// ends, fn returns an error, or ctx ends.
+func (c *Client) RunStream(ctx context.Context, req wire.RunCommandRequest, fn func(Event) error) error {
+	return c.stream(ctx, request{method: http.MethodPost, path: "/command"}, req, fn)
+}
+
+// Run starts a command and collects its output and exit code. For a
+// background command it returns once the command started, with its ID.
+func (c *Client) Run(ctx context.Context, req wire.RunCommandRequest) (*Execution, error) {
+	ex := &Execution{ExitCode: -1}
+	err := c.RunStream(ctx, req, ex.apply)
+	return ex, err
+}
+
+func (ex *Execution) apply(ev Event) error {
+	switch ev.Type {
+	case wire.EventInit:
+		ex.ID = ev.Text
+	case wire.EventStdout:
+		ex.Stdout = append(ex.Stdout, ev.Text...)
+	case wire.EventStderr:
+		ex.Stderr = append(ex.Stderr, ev.Text...)
+	case wire.EventError:
+		ex.Error = ev.Error
+	case wire.EventComplete:
+		if ev.ExitCode != nil {
+			ex.ExitCode = *ev.ExitCode
+		}
+	}
+	if ev.ID != "" && (ev.Type == wire.EventStdout || ev.Type == wire.EventStderr) {
+		if off, err := strconv.ParseInt(ev.ID, 10, 64); err == nil {
+			ex.Offset = off
+		}
+	}
+	return nil
+}
+
+// stream sends a request whose answer is an event stream and dispatches it.
+func (c *Client) stream(ctx context.Context, req request, body any, fn func(Event) error) error {
+	if body != nil {
+		b, err := jsonBody(body)
+		if err != nil {
+			return err
+		}
+		req.body, req.contentType = b, "application/json"
+	}
+	resp, err := c.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return readEvents(resp.Body, fn)
+}
+
+// readEvents parses an event stream and calls fn for each event.
+func readEvents(r io.Reader, fn func(Event) error) error {
+	sr := sse.NewReader(r, 0)
+	for {
+		f, err := sr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read event stream: %w", err)
+		}
+		var ev Event
+		if err := jsonUnmarshal([]byte(f.Data), &ev.Event); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		ev.ID = f.ID
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// Status returns a command's status.
+func (c *Client) Status(ctx context.Context, id string) (wire.CommandStatus, error) {
+	var st wire.CommandStatus
+	err := c.doJSON(ctx, http.MethodGet, "/command/status/"+url.PathEscape(id), nil, nil, &st)
+	return st, err
+}
+
+// Logs returns a command's output from byte cursor (both streams, in
+// arrival order), the cursor to pass next, and how many bytes were lost.
+func (c *Client) Logs(ctx context.Context, id string, cursor int64) (data []byte, next, lost int64, err error) {
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: "/command/" + url.PathEscape(id) + "/logs",
+		query: url.Values{"cursor": {strconv.FormatInt(cursor, 10)}}})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer resp.Body.Close()
+	data, err = io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("read logs: %w", err)
+	}
+	next, _ = strconv.ParseInt(resp.Header.Get(wire.HeaderTailCursor), 10, 64)
+	lost, _ = strconv.ParseInt(resp.Header.Get(wire.HeaderOutputLost), 10, 64)
+	return data, next, lost, nil
+}
+
+// FollowLogs streams a command's output events from byte offset; with
+// follow it continues live until the command finishes (ending with
+// execution_complete), otherwise it stops after what is retained.
+func (c *Client) FollowLogs(ctx context.Context, id string, offset int64, follow bool, fn func(Event) error) error {
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}}
+	if follow {
+		q.Set("follow", "true")
+	}
+	return c.stream(ctx, request{method: http.MethodGet, path: "/command/" + url.PathEscape(id) + "/logs", query: q}, nil, fn)
+}
+
+// Interrupt stops a command (SIGTERM, then SIGKILL) and returns once it
+// has exited.
+func (c *Client) Interrupt(ctx context.Context, id string) error {
+	return c.doJSON(ctx, http.MethodDelete, "/command", url.Values{"id": {id}}, nil, nil)
+}
+
+// WriteStdin copies r to the stdin of a command started with Stdin, and
+// closes its stdin when closeAfter.
+func (c *Client) WriteStdin(ctx context.Context, id string, r io.Reader, closeAfter bool) error {
+	q := url.Values{}
+	if closeAfter {
+		q.Set("close", "true")
+	}
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: "/command/" + url.PathEscape(id) + "/stdin",
+		query: q, body: r, contentType: "application/octet-stream"})
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// Signal sends a signal ("SIGTERM", "INT", "9") to a command's process
+// group.
+func (c *Client) Signal(ctx context.Context, id, signal string) error {
+	return c.doJSON(ctx, http.MethodPost, "/command/"+url.PathEscape(id)+"/signal", nil, wire.SignalRequest{Signal: signal}, nil)
+}

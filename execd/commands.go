@@ -1,0 +1,362 @@
+package execd
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/astrabox/astrabox/execd/outlog"
+	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// pipeDrainGrace is how long output pipes are still read after a command's
+// process exits: long enough to drain what it wrote, short enough that a
+// daemon it left behind holding the pipe does not keep the stream open.
+const pipeDrainGrace = 100 * time.Millisecond
+
+// newID returns a random identifier with the given prefix.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// commandTable owns every command execd started, running or retained.
+type commandTable struct {
+	cfg     *Config
+	log     *slog.Logger
+	mu      sync.Mutex
+	byID    map[string]*command
+	running int
+	closed  bool
+}
+
+func newCommandTable(cfg *Config, log *slog.Logger) *commandTable {
+	return &commandTable{cfg: cfg, log: log, byID: make(map[string]*command)}
+}
+
+// command is one process started by POST /command, with its output log.
+type command struct {
+	id         string
+	content    string
+	background bool
+	startedAt  time.Time
+	out        *outlog.Log
+	pid        int
+	done       chan struct{} // closed when the process exited and output is complete
+
+	stdinMu sync.Mutex
+	stdin   *os.File // nil unless started with Stdin
+
+	mu         sync.Mutex
+	exit       *int
+	errMsg     string
+	finishedAt time.Time
+	killReason string
+}
+
+// get returns the command with id, or a CodeCommandNotFound error.
+func (t *commandTable) get(id string) (*command, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.byID[id]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.CodeCommandNotFound, "command %q not found (unknown, or its record has expired)", id)
+	}
+	return c, nil
+}
+
+// reserve takes a running slot, or fails with CodeTooManyRequests.
+func (t *commandTable) reserve() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return sandbox.Errorf(sandbox.CodeUnavailable, "execd is shutting down")
+	}
+	if t.running >= t.cfg.MaxCommands {
+		return sandbox.Errorf(sandbox.CodeTooManyRequests, "too many concurrent commands (limit %d)", t.cfg.MaxCommands)
+	}
+	t.running++
+	return nil
+}
+
+func (t *commandTable) release() {
+	t.mu.Lock()
+	t.running--
+	t.mu.Unlock()
+}
+
+// start validates req and starts its process. The returned command is
+// registered and its output is being collected.
+func (t *commandTable) start(req wire.RunCommandRequest) (*command, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "command is required")
+	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "command contains a NUL byte")
+	}
+	if req.Timeout < 0 {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout must not be negative")
+	}
+	dir, err := resolveDir(t.cfg.WorkDir, req.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	env, err := mergeEnv(t.cfg.Env, req.Envs)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := credential(req.UID, req.GID)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.reserve(); err != nil {
+		return nil, err
+	}
+	c, err := t.spawn(req, dir, env, cred)
+	if err != nil {
+		t.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []string, cred *syscall.Credential) (*command, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        t.cfg.Shell,
+		Args:        []string{t.cfg.Shell, "-c", req.Command},
+		Dir:         dir,
+		Env:         env,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: cred},
+	}
+	var inR, inW *os.File
+	if req.Stdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			closeAll(outR, outW, errR, errW)
+			return nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin = inR
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll(outR, outW, errR, errW, inR, inW)
+		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start command: %w", err)
+	}
+	closeAll(outW, errW, inR)
+
+	c := &command{
+		id:         newID("cmd"),
+		content:    req.Command,
+		background: req.Background,
+		startedAt:  time.Now(),
+		out:        outlog.New(t.cfg.OutputLimit),
+		pid:        cmd.Process.Pid,
+		done:       make(chan struct{}),
+		stdin:      inW,
+	}
+	t.mu.Lock()
+	t.byID[c.id] = c
+	t.mu.Unlock()
+
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go func() { defer pumps.Done(); pump(outR, c.out, outlog.Stdout) }()
+	go func() { defer pumps.Done(); pump(errR, c.out, outlog.Stderr) }()
+
+	var timer *time.Timer
+	if req.Timeout > 0 {
+		limit := time.Duration(req.Timeout) * time.Millisecond
+		timer = time.AfterFunc(limit, func() {
+			c.kill(fmt.Sprintf("timed out after %s", limit), syscall.SIGKILL)
+		})
+	}
+	go func() {
+		werr := cmd.Wait()
+		if timer != nil {
+			timer.Stop()
+		}
+		deadline := time.Now().Add(pipeDrainGrace)
+		_ = outR.SetReadDeadline(deadline)
+		_ = errR.SetReadDeadline(deadline)
+		pumps.Wait()
+		closeAll(outR, errR)
+		c.finish(cmd.ProcessState, werr)
+		t.release()
+		t.log.Debug("command finished", "command_id", c.id, "exit_code", *c.exit)
+		time.AfterFunc(t.cfg.Retention, func() { t.forget(c.id) })
+	}()
+	return c, nil
+}
+
+func (t *commandTable) forget(id string) {
+	t.mu.Lock()
+	delete(t.byID, id)
+	t.mu.Unlock()
+}
+
+// closeAll kills every running command and waits for them.
+func (t *commandTable) closeAll() {
+	t.mu.Lock()
+	t.closed = true
+	cmds := make([]*command, 0, len(t.byID))
+	for _, c := range t.byID {
+		cmds = append(cmds, c)
+	}
+	t.mu.Unlock()
+	for _, c := range cmds {
+		c.kill("execd is shutting down", syscall.SIGKILL)
+	}
+	for _, c := range cmds {
+		<-c.done
+	}
+}
+
+// pump copies r into log until EOF, error or read deadline.
+func pump(r *os.File, log *outlog.Log, s outlog.Stream) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			log.Write(s, buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+func (c *command) finish(ps *os.ProcessState, werr error) {
+	code := exitCode(ps)
+	c.mu.Lock()
+	c.exit = &code
+	c.finishedAt = time.Now()
+	switch {
+	case c.killReason != "":
+		c.errMsg = c.killReason
+	case werr != nil:
+		c.errMsg = werr.Error()
+	}
+	c.mu.Unlock()
+	c.stdinMu.Lock()
+	if c.stdin != nil {
+		_ = c.stdin.Close()
+		c.stdin = nil
+	}
+	c.stdinMu.Unlock()
+	c.out.Close()
+	close(c.done)
+}
+
+func (c *command) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill records why the command is being stopped (the first reason wins)
+// and sends sig to its whole process group.
+func (c *command) kill(reason string, sig syscall.Signal) {
+	if !c.running() {
+		return
+	}
+	c.mu.Lock()
+	if c.killReason == "" {
+		c.killReason = reason
+	}
+	c.mu.Unlock()
+	killGroup(c.pid, sig)
+}
+
+// terminate sends SIGTERM to the process group, then SIGKILL after grace,
+// and waits until the command has finished.
+func (c *command) terminate(reason string, grace time.Duration) {
+	c.kill(reason, syscall.SIGTERM)
+	select {
+	case <-c.done:
+		return
+	case <-time.After(grace):
+	}
+	c.kill(reason, syscall.SIGKILL)
+	<-c.done
+}
+
+// signal sends sig to the command's process group.
+func (c *command) signal(sig syscall.Signal) error {
+	if !c.running() {
+		return sandbox.Errorf(sandbox.CodeConflict, "command %s has already finished", c.id)
+	}
+	killGroup(c.pid, sig)
+	return nil
+}
+
+// writeStdin copies r to the command's stdin and closes it when closeAfter.
+func (c *command) writeStdin(r io.Reader, closeAfter bool) (int64, error) {
+	c.stdinMu.Lock()
+	defer c.stdinMu.Unlock()
+	if c.stdin == nil {
+		if c.running() {
+			return 0, sandbox.Errorf(sandbox.CodeConflict, "command %s has no stdin (start it with \"stdin\": true) or stdin was closed", c.id)
+		}
+		return 0, sandbox.Errorf(sandbox.CodeConflict, "command %s has already finished", c.id)
+	}
+	n, err := io.Copy(c.stdin, r)
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return n, sandbox.Errorf(sandbox.CodeRuntime, "write stdin: %w", err)
+	}
+	if closeAfter || err != nil {
+		_ = c.stdin.Close()
+		c.stdin = nil
+	}
+	return n, nil
+}
+
+func (c *command) status() wire.CommandStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := wire.CommandStatus{
+		ID:          c.id,
+		Content:     c.content,
+		Running:     c.exit == nil,
+		ExitCode:    c.exit,
+		Error:       c.errMsg,
+		StartedAt:   c.startedAt.UTC(),
+		Background:  c.background,
+		OutputBytes: c.out.End(),
+	}
+	if c.exit != nil {
+		t := c.finishedAt.UTC()
+		st.FinishedAt = &t
+	}
+	return st
+}

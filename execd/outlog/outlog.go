@@ -1,0 +1,264 @@
+// Package outlog keeps a process's output in a bounded, offset-addressed log.
+//
+// A Log holds the bytes written to it by one or more streams (stdout and
+// stderr) in arrival order. Every byte has a combined offset: the number of
+// bytes, of all streams, written before it. Each stream's retained bytes are
+// bounded; when a stream is over its budget its oldest bytes are dropped, so
+// a reader that asks for an offset no longer retained learns how many bytes
+// it lost. Readers never block writers: reads return shared, immutable
+// slices, and Changed lets a reader wait for more without polling.
+package outlog
+
+import "sync"
+
+// Stream identifies the source of bytes in a Log.
+type Stream uint8
+
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return "unknown"
+}
+
+// chunkOverhead is what a chunk costs on top of its bytes, so that a flood
+// of tiny interleaved writes is bounded too.
+const chunkOverhead = 64
+
+// maxCoalesce is the size up to which consecutive writes of one stream share
+// a chunk.
+const maxCoalesce = 64 << 10
+
+type chunk struct {
+	off  int64 // combined offset of data[0]
+	data []byte
+}
+
+func (c chunk) end() int64 { return c.off + int64(len(c.data)) }
+
+type streamBuf struct {
+	chunks []chunk
+	cost   int64
+}
+
+// Piece is a run of retained bytes of one stream, starting at Offset.
+// Data must not be modified.
+type Piece struct {
+	Stream Stream
+	Offset int64
+	Data   []byte
+}
+
+// Log is a bounded output log. The zero value is not usable; call New.
+// All methods are safe for concurrent use.
+type Log struct {
+	mu      sync.Mutex
+	limit   int64
+	end     int64
+	streams [3]streamBuf // indexed by Stream
+	closed  bool
+	changed chan struct{}
+}
+
+// New returns a Log that retains at most limit bytes (plus per-chunk
+// overhead) of each stream. limit <= 0 means 8 MiB.
+func New(limit int64) *Log {
+	if limit <= 0 {
+		limit = 8 << 20
+	}
+	return &Log{limit: limit, changed: make(chan struct{})}
+}
+
+// Write appends a copy of p to stream s. Writes after Close are dropped.
+func (l *Log) Write(s Stream, p []byte) {
+	if len(p) == 0 || (s != Stdout && s != Stderr) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	sb := &l.streams[s]
+	if n := len(sb.chunks); n > 0 {
+		last := &sb.chunks[n-1]
+		if last.end() == l.end && len(last.data)+len(p) <= maxCoalesce {
+			before := cap(last.data)
+			last.data = append(last.data, p...)
+			sb.cost += int64(len(p)) + int64(cap(last.data)-before-len(p))
+			l.end += int64(len(p))
+			l.trim(sb)
+			l.wake()
+			return
+		}
+	}
+	data := make([]byte, len(p), max(len(p), 4096))
+	copy(data, p)
+	sb.chunks = append(sb.chunks, chunk{off: l.end, data: data})
+	sb.cost += int64(cap(data)) + chunkOverhead
+	l.end += int64(len(p))
+	l.trim(sb)
+	l.wake()
+}
+
+// trim drops the oldest chunks of sb while it is over budget, always keeping
+// the newest chunk (a single write larger than the budget keeps its tail).
+func (l *Log) trim(sb *streamBuf) {
+	for sb.cost > l.limit && len(sb.chunks) > 1 {
+		c := sb.chunks[0]
+		sb.cost -= int64(cap(c.data)) + chunkOverhead
+		sb.chunks[0] = chunk{}
+		sb.chunks = sb.chunks[1:]
+	}
+	if sb.cost > l.limit && len(sb.chunks) == 1 {
+		c := &sb.chunks[0]
+		drop := int64(len(c.data)) - l.limit
+		if drop > 0 {
+			kept := make([]byte, l.limit)
+			copy(kept, c.data[drop:])
+			c.off += drop
+			c.data = kept
+			sb.cost = int64(len(kept)) + chunkOverhead
+		}
+	}
+}
+
+func (l *Log) wake() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Close marks the log complete; readers see closed once they reach End.
+func (l *Log) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		l.wake()
+	}
+}
+
+// End is the combined offset after the last byte written.
+func (l *Log) End() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.end
+}
+
+// Changed returns a channel closed at the next Write or Close.
+func (l *Log) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// Result is what one Read returns.
+type Result struct {
+	Pieces []Piece
+	// Next is the offset to read from next: after the last returned byte,
+	// or after bytes that were dropped and cannot be returned.
+	Next int64
+	// Lost counts the bytes between the requested offset and Next that are
+	// no longer retained.
+	Lost int64
+	// Done is true when the log is closed and Next is its end.
+	Done bool
+}
+
+// Read returns retained bytes at or after from, in offset order, up to about
+// max bytes (at least one piece when any is available). A from beyond End
+// is treated as End.
+func (l *Log) Read(from int64, max int) Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if from < 0 {
+		from = 0
+	}
+	if from > l.end {
+		from = l.end
+	}
+	if max <= 0 {
+		max = 64 << 10
+	}
+	var res Result
+	pos := from
+	// Find, for each stream, the first chunk that ends after from.
+	idx := [3]int{}
+	for s := Stdout; s <= Stderr; s++ {
+		cs := l.streams[s].chunks
+		i := 0
+		for i < len(cs) && cs[i].end() <= from {
+			i++
+		}
+		idx[s] = i
+	}
+	total := 0
+	for total < max {
+		// Pick the stream whose next chunk starts first.
+		var pick Stream
+		var c chunk
+		for s := Stdout; s <= Stderr; s++ {
+			cs := l.streams[s].chunks
+			if idx[s] < len(cs) && (pick == 0 || cs[idx[s]].off < c.off) {
+				pick, c = s, cs[idx[s]]
+			}
+		}
+		if pick == 0 {
+			break
+		}
+		start := c.off
+		data := c.data
+		if start < pos {
+			data = data[pos-start:]
+			start = pos
+		}
+		if start > pos {
+			res.Lost += start - pos
+		}
+		if room := max - total; len(data) > room && total > 0 {
+			break
+		} else if len(data) > room {
+			data = data[:room]
+		}
+		res.Pieces = append(res.Pieces, Piece{Stream: pick, Offset: start, Data: data})
+		total += len(data)
+		pos = start + int64(len(data))
+		if pos == c.end() {
+			idx[pick]++
+		} else {
+			break
+		}
+	}
+	if len(res.Pieces) == 0 && pos < l.end {
+		// Everything between from and the end was dropped.
+		res.Lost += l.end - pos
+		pos = l.end
+	}
+	res.Next = pos
+	res.Done = l.closed && pos == l.end
+	return res
+}
+
+// Bytes returns the retained bytes at or after from, of every stream, in
+// offset order, with the offset after them and the number of bytes lost.
+func (l *Log) Bytes(from int64) (data []byte, next, lost int64) {
+	for {
+		r := l.Read(from, 1<<20)
+		for _, p := range r.Pieces {
+			data = append(data, p.Data...)
+		}
+		lost += r.Lost
+		if r.Next == from {
+			return data, r.Next, lost
+		}
+		from = r.Next
+	}
+}

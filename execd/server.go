@@ -1,0 +1,141 @@
+// Package execd is the in-box daemon: it runs commands, bash sessions, code
+// contexts and terminals, serves files, and proxies ports, behind the HTTP
+// API of the OpenSandbox execd specification plus AstraBox's additions.
+//
+// A Server is created with New and served through Handler; Close stops
+// every process it started.
+package execd
+
+import (
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// AccessToken, when set, must arrive in X-EXECD-ACCESS-TOKEN on every
+	// request.
+	AccessToken string
+	// Env is the base environment of every process execd starts (the
+	// caller passes os.Environ() or the box's environment).
+	Env []string
+	// WorkDir is the default working directory of commands ("" = execd's).
+	WorkDir string
+	// Shell runs commands with `-c` (default /bin/bash, else /bin/sh).
+	Shell string
+	// Python is the interpreter of python code contexts (default python3).
+	Python string
+	// OutputLimit bounds the retained output of each stream of a command
+	// (default 8 MiB).
+	OutputLimit int64
+	// Retention is how long a finished command's record and output are
+	// kept (default 10 minutes).
+	Retention time.Duration
+	// MaxCommands bounds concurrently running commands (default 256).
+	MaxCommands int
+	// MaxUploadBytes bounds one uploaded file (default 0: no limit).
+	MaxUploadBytes int64
+	// MaxJSONBytes bounds a JSON request body (default 8 MiB).
+	MaxJSONBytes int64
+	// PTYReplayBytes bounds a PTY session's replay buffer (default 1 MiB).
+	PTYReplayBytes int64
+	// Logger receives operational logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Shell == "" {
+		c.Shell = defaultShell()
+	}
+	if c.Python == "" {
+		c.Python = "python3"
+	}
+	if c.OutputLimit <= 0 {
+		c.OutputLimit = 8 << 20
+	}
+	if c.Retention <= 0 {
+		c.Retention = 10 * time.Minute
+	}
+	if c.MaxCommands <= 0 {
+		c.MaxCommands = 256
+	}
+	if c.MaxJSONBytes <= 0 {
+		c.MaxJSONBytes = 8 << 20
+	}
+	if c.PTYReplayBytes <= 0 {
+		c.PTYReplayBytes = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server is the execd HTTP service and the owner of every process it runs.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	commands *commandTable
+	sessions *sessionTable
+	contexts *contextTable
+	ptys     *ptyTable
+	metrics  *metricsSampler
+
+	closeOnce sync.Once
+}
+
+// New returns a Server; it starts no process until asked to.
+func New(cfg Config) *Server {
+	cfg.setDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	s.commands = newCommandTable(&s.cfg, s.log)
+	s.mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.registerCommands()
+	s.registerSessions()
+	s.registerCode()
+	s.registerFiles()
+	s.registerPTY()
+	s.registerProxy()
+	s.registerMetrics()
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// Handler returns the HTTP handler, with access-token checking when a token
+// is configured.
+func (s *Server) Handler() http.Handler {
+	if s.cfg.AccessToken == "" {
+		return s.mux
+	}
+	want := []byte(s.cfg.AccessToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get(wire.HeaderAccessToken))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", wire.HeaderAccessToken))
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// Close kills every command, session, context and terminal and waits for
+// them to exit. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, closer := range []func(){s.commands.closeAll, s.closeSessions, s.closeContexts, s.closePTYs, s.closeMetrics} {
+			wg.Add(1)
+			go func() { defer wg.Done(); closer() }()
+		}
+		wg.Wait()
+	})
+	return nil
+}

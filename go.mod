@@ -1,0 +1,9 @@
+module github.com/astrabox/astrabox
+
+go 1.26.8
+
+require (
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/creack/pty v1.1.24 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

@@ -1,0 +1,177 @@
+// Package sse writes and reads Server-Sent Events frames (id:, event:,
+// data:) as the WHATWG HTML specification defines them.
+package sse
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Writer writes SSE frames to an HTTP response, flushing after each, so
+// that every event reaches the client the moment it is written. It is safe
+// for concurrent use.
+type Writer struct {
+	mu      sync.Mutex
+	w       io.Writer
+	flusher http.Flusher
+	started bool
+	hdr     http.Header
+}
+
+// NewWriter prepares w for an event stream. Headers are sent with the
+// first frame, so a handler can still answer with an error before that.
+func NewWriter(w http.ResponseWriter) *Writer {
+	f, _ := w.(http.Flusher)
+	return &Writer{w: w, flusher: f, hdr: w.Header()}
+}
+
+func (s *Writer) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	s.hdr.Set("Content-Type", "text/event-stream")
+	s.hdr.Set("Cache-Control", "no-cache")
+	s.hdr.Set("X-Accel-Buffering", "no")
+}
+
+// Event writes one frame. id and event may be empty; data is encoded as one
+// line of JSON (JSON never contains a raw newline), which is what clients
+// that parse only `data:` lines expect.
+func (s *Writer) Event(id, event string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	var buf strings.Builder
+	if id != "" {
+		buf.WriteString("id: ")
+		buf.WriteString(sanitize(id))
+		buf.WriteByte('\n')
+	}
+	if event != "" {
+		buf.WriteString("event: ")
+		buf.WriteString(sanitize(event))
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("data: ")
+	buf.Write(b)
+	buf.WriteString("\n\n")
+	return s.write(buf.String())
+}
+
+// Comment writes a comment frame (": text"), used as a keep-alive.
+func (s *Writer) Comment(text string) error {
+	return s.write(": " + sanitize(text) + "\n\n")
+}
+
+// Flush sends the headers (and anything buffered) now.
+func (s *Writer) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start()
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+}
+
+func (s *Writer) write(frame string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start()
+	if _, err := io.WriteString(s.w, frame); err != nil {
+		return fmt.Errorf("write event: %w", err)
+	}
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+	return nil
+}
+
+func sanitize(s string) string {
+	return strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+}
+
+// Frame is one parsed event.
+type Frame struct {
+	ID    string
+	Event string
+	Data  string // data lines joined with "\n"
+}
+
+// ErrFrameTooLarge is returned by Reader.Next for a line over the limit.
+var ErrFrameTooLarge = errors.New("sse: frame too large")
+
+// Reader parses frames from an event stream.
+type Reader struct {
+	r     *bufio.Reader
+	limit int
+}
+
+// NewReader returns a Reader over r that refuses lines longer than limit
+// bytes (limit <= 0 means 16 MiB).
+func NewReader(r io.Reader, limit int) *Reader {
+	if limit <= 0 {
+		limit = 16 << 20
+	}
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+}
+
+// Next returns the next frame that has data. It returns io.EOF at the end
+// of the stream; a frame cut off by the end of the stream is dropped.
+func (r *Reader) Next() (Frame, error) {
+	var f Frame
+	var data []string
+	has := false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return Frame{}, err
+		}
+		if line == "" {
+			if has {
+				f.Data = strings.Join(data, "\n")
+				return f, nil
+			}
+			f = Frame{}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			f.ID = value
+		case "event":
+			f.Event = value
+		case "data":
+			data = append(data, value)
+			has = true
+		}
+	}
+}
+
+func (r *Reader) readLine() (string, error) {
+	var buf []byte
+	for {
+		chunk, isPrefix, err := r.r.ReadLine()
+		if err != nil {
+			return "", err
+		}
+		buf = append(buf, chunk...)
+		if len(buf) > r.limit {
+			return "", ErrFrameTooLarge
+		}
+		if !isPrefix {
+			return strings.TrimSuffix(string(buf), "\r"), nil
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package sandbox
+
+import "slices"
+
+// Capability names something a backend may or may not offer.
+type Capability string
+
+const (
+	CapPause               Capability = "pause"
+	CapSnapshot            Capability = "snapshot"
+	CapPorts               Capability = "ports"
+	CapPTY                 Capability = "pty"
+	CapBrowser             Capability = "browser"
+	CapGPU                 Capability = "gpu"
+	CapPersistentWorkspace Capability = "persistent-workspace"
+	CapNetworkLimited      Capability = "network-limited"
+	CapNetworkUnrestricted Capability = "network-unrestricted"
+)
+
+var allCapabilities = []Capability{
+	CapPause, CapSnapshot, CapPorts, CapPTY, CapBrowser, CapGPU,
+	CapPersistentWorkspace, CapNetworkLimited, CapNetworkUnrestricted,
+}
+
+// Known reports whether c is a capability AstraBox defines.
+func (c Capability) Known() bool { return slices.Contains(allCapabilities, c) }
+
+func capabilityNames() []string {
+	out := make([]string, len(allCapabilities))
+	for i, c := range allCapabilities {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// Isolation says how strongly a backend separates a box from the host.
+type Isolation string
+
+const (
+	IsolationNone      Isolation = "none"      // processes on the host (test harness only)
+	IsolationContainer Isolation = "container" // namespaces, cgroups, seccomp
+	IsolationSandboxed Isolation = "sandboxed" // a user-space kernel such as gVisor
+	IsolationVM        Isolation = "vm"        // a hardware-virtualised guest
+)
+
+// Resource names a limit a backend can enforce.
+type Resource string
+
+const (
+	ResourceCPU    Resource = "cpu"
+	ResourceMemory Resource = "memory"
+	ResourcePIDs   Resource = "pids"
+	ResourceDisk   Resource = "disk"
+)
+
+// Capabilities is the static description of what a backend offers. It must
+// be true: the conformance suite checks that what is claimed is enforced.
+type Capabilities struct {
+	Isolation           Isolation     `json:"isolation"`
+	NetworkModes        []NetworkMode `json:"networkModes"`
+	Limits              []Resource    `json:"limits"`
+	Pause               bool          `json:"pause"`
+	Snapshot            bool          `json:"snapshot"`
+	Ports               bool          `json:"ports"`
+	PTY                 bool          `json:"pty"`
+	Browser             bool          `json:"browser"`
+	GPU                 bool          `json:"gpu"`
+	PersistentWorkspace bool          `json:"persistentWorkspace"`
+}
+
+// Has reports whether the backend offers c.
+func (c Capabilities) Has(cap Capability) bool {
+	switch cap {
+	case CapPause:
+		return c.Pause
+	case CapSnapshot:
+		return c.Snapshot
+	case CapPorts:
+		return c.Ports
+	case CapPTY:
+		return c.PTY
+	case CapBrowser:
+		return c.Browser
+	case CapGPU:
+		return c.GPU
+	case CapPersistentWorkspace:
+		return c.PersistentWorkspace
+	case CapNetworkLimited:
+		return slices.Contains(c.NetworkModes, NetworkLimited)
+	case CapNetworkUnrestricted:
+		return slices.Contains(c.NetworkModes, NetworkUnrestricted)
+	}
+	return false
+}
+
+// List returns every capability the backend offers, in a stable order.
+func (c Capabilities) List() []Capability {
+	var out []Capability
+	for _, cap := range allCapabilities {
+		if c.Has(cap) {
+			out = append(out, cap)
+		}
+	}
+	return out
+}
+
+// Check returns a CodeCapability error naming the first capability the Spec
+// needs (requested explicitly, or implied by its network mode) that c lacks,
+// together with what is available.
+func (c Capabilities) Check(s Spec) error {
+	need := slices.Clone(s.Capabilities)
+	switch s.Network.Mode {
+	case NetworkLimited:
+		need = append(need, CapNetworkLimited)
+	case NetworkUnrestricted:
+		need = append(need, CapNetworkUnrestricted)
+	}
+	for _, cap := range need {
+		if !c.Has(cap) {
+			return &Error{Code: CodeCapability, Message: "capability " + string(cap) + " is not supported by this backend; available: " + joinCaps(c.List())}
+		}
+	}
+	return nil
+}
+
+func joinCaps(caps []Capability) string {
+	if len(caps) == 0 {
+		return "none"
+	}
+	s := ""
+	for i, c := range caps {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(c)
+	}
+	return s
+}
