@@ -19,9 +19,10 @@ import (
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// pipeDrainGrace is how long output pipes are still read after a command's
-// process exits: long enough to drain what it wrote, short enough that a
-// daemon it left behind holding the pipe does not keep the stream open.
+// pipeDrainGrace is how long output pipes are still read to their end after
+// a command's process exits: after it, whatever the pipes hold is drained
+// and they are closed, so that a daemon the command left behind, holding
+// the pipes open, does not keep the command running.
 const pipeDrainGrace = 100 * time.Millisecond
 
 // newID returns a random identifier with the given prefix.
@@ -54,6 +55,11 @@ type command struct {
 	out        *outlog.Log
 	pid        int
 	done       chan struct{} // closed when the process exited and output is complete
+
+	// live is the Follower held for the request of a foreground command
+	// from before its process starts, so that no output is dropped before
+	// the request streams it; the request detaches it.
+	live *outlog.Follower
 
 	stdinMu sync.Mutex
 	stdin   *os.File // nil unless started with Stdin
@@ -158,6 +164,11 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 		}
 		cmd.Stdin = inR
 	}
+	out := outlog.New(t.cfg.OutputLimit)
+	var live *outlog.Follower
+	if !req.Background {
+		live = out.Follow(0)
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW, inR, inW)
 		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start command: %w", err)
@@ -169,7 +180,8 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 		content:    req.Command,
 		background: req.Background,
 		startedAt:  time.Now(),
-		out:        outlog.New(t.cfg.OutputLimit),
+		out:        out,
+		live:       live,
 		pid:        cmd.Process.Pid,
 		done:       make(chan struct{}),
 		stdin:      inW,
@@ -195,10 +207,15 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 		if timer != nil {
 			timer.Stop()
 		}
-		deadline := time.Now().Add(pipeDrainGrace)
-		_ = outR.SetReadDeadline(deadline)
-		_ = errR.SetReadDeadline(deadline)
-		pumps.Wait()
+		pumped := make(chan struct{})
+		go func() { pumps.Wait(); close(pumped) }()
+		select {
+		case <-pumped:
+		case <-time.After(pipeDrainGrace):
+			_ = outR.SetReadDeadline(time.Now())
+			_ = errR.SetReadDeadline(time.Now())
+			<-pumped
+		}
 		closeAll(outR, errR)
 		c.finish(cmd.ProcessState, werr)
 		t.release()
@@ -231,7 +248,8 @@ func (t *commandTable) closeAll() {
 	}
 }
 
-// pump copies r into log until EOF, error or read deadline.
+// pump copies r into log until EOF or error. When r's read deadline
+// passes, it still copies whatever r holds at that moment, then returns.
 func pump(r *os.File, log *outlog.Log, s outlog.Stream) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -239,10 +257,33 @@ func pump(r *os.File, log *outlog.Log, s outlog.Stream) {
 		if n > 0 {
 			log.Write(s, buf[:n])
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drainAvailable(r, buf, log, s)
+			return
+		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// drainAvailable copies what r holds now without waiting for more.
+func drainAvailable(r *os.File, buf []byte, log *outlog.Log, s outlog.Stream) {
+	// RawConn.Read refuses to run past an expired deadline.
+	_ = r.SetReadDeadline(time.Time{})
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return true
+			}
+			log.Write(s, buf[:n])
+		}
+	})
 }
 
 func closeAll(files ...*os.File) {

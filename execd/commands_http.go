@@ -51,6 +51,9 @@ func (s *Server) handleRunCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := sse.NewWriter(w)
 	if err := sw.Event("", wire.EventInit, wire.Event{Type: wire.EventInit, Text: c.id, Timestamp: nowMillis()}); err != nil {
+		if c.live != nil {
+			c.live.Detach()
+		}
 		s.onDisconnect(c, req)
 		return
 	}
@@ -58,7 +61,7 @@ func (s *Server) handleRunCommand(w http.ResponseWriter, r *http.Request) {
 		_ = sw.Event("", wire.EventComplete, wire.Event{Type: wire.EventComplete, Timestamp: nowMillis()})
 		return
 	}
-	if _, err := streamOutput(r.Context(), sw, c.out, 0, true); err != nil {
+	if _, err := streamOutput(r.Context(), sw, c.out, 0, true, c.live); err != nil {
 		s.onDisconnect(c, req)
 		return
 	}
@@ -149,7 +152,7 @@ func (s *Server) handleCommandLogs(w http.ResponseWriter, r *http.Request, id st
 		}
 		sw := sse.NewWriter(w)
 		sw.Flush()
-		if _, err := streamOutput(r.Context(), sw, c.out, offset, follow); err != nil {
+		if _, err := streamOutput(r.Context(), sw, c.out, offset, follow, nil); err != nil {
 			return
 		}
 		if !c.running() {

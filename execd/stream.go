@@ -26,11 +26,23 @@ func nowMillis() int64 { return time.Now().UnixMilli() }
 // more until the log is complete; without, it stops after what is there. It
 // returns the offset reached, or ctx's error when the client went away.
 //
+// While following, the stream holds a Follower on the log, so a slow client
+// slows the command down rather than lose output.
+//
 // Text is valid UTF-8 where the output is: a multi-byte character split
 // between reads is held back and sent whole with the next event.
-func streamOutput(ctx context.Context, sw *sse.Writer, log *outlog.Log, from int64, follow bool) (int64, error) {
+//
+// follower, when not nil, is a Follower already attached at from (to cover
+// the time before this call); streamOutput advances and detaches it.
+func streamOutput(ctx context.Context, sw *sse.Writer, log *outlog.Log, from int64, follow bool, follower *outlog.Follower) (int64, error) {
 	var carry [3][]byte
 	pos := from
+	if follower == nil && follow {
+		follower = log.Follow(from)
+	}
+	if follower != nil {
+		defer follower.Detach()
+	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
@@ -60,6 +72,9 @@ func streamOutput(ctx context.Context, sw *sse.Writer, log *outlog.Log, from int
 			}
 		}
 		pos = res.Next
+		if follower != nil {
+			follower.Advance(pos)
+		}
 		if res.Done || (!follow && len(res.Pieces) == 0) {
 			for s, c := range carry {
 				if len(c) > 0 {

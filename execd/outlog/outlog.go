@@ -66,28 +66,44 @@ type Log struct {
 	streams [3]streamBuf // indexed by Stream
 	closed  bool
 	changed chan struct{}
+	// followers holds the positions of attached Followers; room is
+	// signalled when one advances or detaches.
+	followers map[*Follower]int64
+	room      *sync.Cond
 }
 
+// minLimit is the smallest per-stream budget: room for a few reads.
+const minLimit = 256 << 10
+
 // New returns a Log that retains at most limit bytes (plus per-chunk
-// overhead) of each stream. limit <= 0 means 8 MiB.
+// overhead) of each stream. limit <= 0 means 8 MiB; limits below 256 KiB
+// are raised to it.
 func New(limit int64) *Log {
 	if limit <= 0 {
 		limit = 8 << 20
 	}
-	return &Log{limit: limit, changed: make(chan struct{})}
+	limit = max(limit, minLimit)
+	l := &Log{limit: limit, changed: make(chan struct{}), followers: make(map[*Follower]int64)}
+	l.room = sync.NewCond(&l.mu)
+	return l
 }
 
 // Write appends a copy of p to stream s. Writes after Close are dropped.
+// While a Follower is attached, Write waits until storing p would drop no
+// byte that Follower has yet to read.
 func (l *Log) Write(s Stream, p []byte) {
 	if len(p) == 0 || (s != Stdout && s != Stderr) {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	sb := &l.streams[s]
+	for !l.closed && l.wouldDropUnread(sb, len(p)) {
+		l.room.Wait()
+	}
 	if l.closed {
 		return
 	}
-	sb := &l.streams[s]
 	if n := len(sb.chunks); n > 0 {
 		last := &sb.chunks[n-1]
 		if last.end() == l.end && len(last.data)+len(p) <= maxCoalesce {
@@ -100,7 +116,7 @@ func (l *Log) Write(s Stream, p []byte) {
 			return
 		}
 	}
-	data := make([]byte, len(p), max(len(p), 4096))
+	data := make([]byte, len(p))
 	copy(data, p)
 	sb.chunks = append(sb.chunks, chunk{off: l.end, data: data})
 	sb.cost += int64(cap(data)) + chunkOverhead
@@ -111,8 +127,11 @@ func (l *Log) Write(s Stream, p []byte) {
 
 // trim drops the oldest chunks of sb while it is over budget, always keeping
 // the newest chunk (a single write larger than the budget keeps its tail).
+// It never drops bytes an attached Follower has not read: Write's wait
+// keeps that overshoot small.
 func (l *Log) trim(sb *streamBuf) {
-	for sb.cost > l.limit && len(sb.chunks) > 1 {
+	minPos := l.minFollowerPos()
+	for sb.cost > l.limit && len(sb.chunks) > 1 && sb.chunks[0].end() <= minPos {
 		c := sb.chunks[0]
 		sb.cost -= int64(cap(c.data)) + chunkOverhead
 		sb.chunks[0] = chunk{}
@@ -120,15 +139,45 @@ func (l *Log) trim(sb *streamBuf) {
 	}
 	if sb.cost > l.limit && len(sb.chunks) == 1 {
 		c := &sb.chunks[0]
-		drop := int64(len(c.data)) - l.limit
+		drop := min(int64(len(c.data))-l.limit, minPos-c.off)
 		if drop > 0 {
-			kept := make([]byte, l.limit)
+			kept := make([]byte, int64(len(c.data))-drop)
 			copy(kept, c.data[drop:])
 			c.off += drop
 			c.data = kept
 			sb.cost = int64(len(kept)) + chunkOverhead
 		}
 	}
+}
+
+// wouldDropUnread reports whether appending n bytes to sb would evict a
+// chunk that an attached Follower has not read.
+func (l *Log) wouldDropUnread(sb *streamBuf, n int) bool {
+	if len(l.followers) == 0 {
+		return false
+	}
+	minPos := l.minFollowerPos()
+	cost := sb.cost + int64(n) + chunkOverhead
+	for _, c := range sb.chunks {
+		if cost <= l.limit {
+			return false
+		}
+		if c.end() > minPos {
+			return true
+		}
+		cost -= int64(cap(c.data)) + chunkOverhead
+	}
+	return false
+}
+
+// minFollowerPos is the lowest position of an attached Follower, or the
+// end of the log when none is attached.
+func (l *Log) minFollowerPos() int64 {
+	minPos := l.end
+	for _, pos := range l.followers {
+		minPos = min(minPos, pos)
+	}
+	return minPos
 }
 
 func (l *Log) wake() {
@@ -143,7 +192,42 @@ func (l *Log) Close() {
 	if !l.closed {
 		l.closed = true
 		l.wake()
+		l.room.Broadcast()
 	}
+}
+
+// Follower is a reader position that Write respects: bytes after it are
+// never dropped while it is attached. Call Advance as bytes are consumed
+// and Detach when done.
+type Follower struct{ l *Log }
+
+// Follow attaches a Follower at offset from.
+func (l *Log) Follow(from int64) *Follower {
+	f := &Follower{l: l}
+	l.mu.Lock()
+	l.followers[f] = max(from, 0)
+	l.mu.Unlock()
+	return f
+}
+
+// Advance records that everything before pos has been consumed.
+func (f *Follower) Advance(pos int64) {
+	l := f.l
+	l.mu.Lock()
+	if _, ok := l.followers[f]; ok {
+		l.followers[f] = pos
+	}
+	l.mu.Unlock()
+	l.room.Broadcast()
+}
+
+// Detach releases the Follower; Write no longer waits for it.
+func (f *Follower) Detach() {
+	l := f.l
+	l.mu.Lock()
+	delete(l.followers, f)
+	l.mu.Unlock()
+	l.room.Broadcast()
 }
 
 // End is the combined offset after the last byte written.

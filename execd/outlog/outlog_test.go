@@ -57,8 +57,8 @@ func render(ps []Piece) string {
 }
 
 func TestBudgetDropsOldestAndReportsLoss(t *testing.T) {
-	l := New(8192)
-	chunk := bytes.Repeat([]byte("x"), 4096)
+	l := New(minLimit)
+	chunk := bytes.Repeat([]byte("x"), minLimit/2)
 	for i := 0; i < 10; i++ {
 		// A stderr write between stdout writes stops coalescing.
 		l.Write(Stdout, chunk)
@@ -71,8 +71,8 @@ func TestBudgetDropsOldestAndReportsLoss(t *testing.T) {
 			stdout += len(p.Data)
 		}
 	}
-	if stdout > 8192 || stdout == 0 {
-		t.Fatalf("retained %d stdout bytes, want 1..8192", stdout)
+	if stdout > minLimit || stdout == 0 {
+		t.Fatalf("retained %d stdout bytes, want 1..%d", stdout, minLimit)
 	}
 	if r.Lost == 0 {
 		t.Fatal("expected lost bytes to be reported")
@@ -83,14 +83,14 @@ func TestBudgetDropsOldestAndReportsLoss(t *testing.T) {
 }
 
 func TestSingleHugeWriteKeepsTail(t *testing.T) {
-	l := New(1000)
-	p := make([]byte, 5000)
+	l := New(minLimit)
+	p := make([]byte, minLimit+4000)
 	for i := range p {
 		p[i] = byte(i)
 	}
 	l.Write(Stdout, p)
 	data, next, lost := l.Bytes(0)
-	if !bytes.Equal(data, p[4000:]) || next != 5000 || lost != 4000 {
+	if !bytes.Equal(data, p[4000:]) || next != int64(len(p)) || lost != 4000 {
 		t.Fatalf("len=%d next=%d lost=%d", len(data), next, lost)
 	}
 }
@@ -142,6 +142,42 @@ func TestConcurrentWriterAndFollower(t *testing.T) {
 	}
 }
 
+func TestFollowerIsNeverOverrun(t *testing.T) {
+	l := New(minLimit)
+	f := l.Follow(0)
+	const total = 8 * minLimit
+	go func() {
+		chunk := bytes.Repeat([]byte("y"), 1000)
+		for n := 0; n < total; n += len(chunk) {
+			l.Write(Stdout, chunk)
+			l.Write(Stderr, chunk[:1])
+		}
+		l.Close()
+	}()
+	var got, lost int64
+	var off int64
+	for {
+		ch := l.Changed()
+		r := l.Read(off, 4096)
+		for _, p := range r.Pieces {
+			got += int64(len(p.Data))
+		}
+		lost += r.Lost
+		off = r.Next
+		f.Advance(off)
+		if r.Done {
+			break
+		}
+		if len(r.Pieces) == 0 {
+			<-ch
+		}
+	}
+	f.Detach()
+	if lost != 0 || got != l.End() {
+		t.Fatalf("follower lost %d bytes, read %d of %d", lost, got, l.End())
+	}
+}
+
 func TestWriteAfterCloseIsDropped(t *testing.T) {
 	l := New(0)
 	l.Write(Stdout, []byte("a"))
@@ -155,7 +191,7 @@ func TestWriteAfterCloseIsDropped(t *testing.T) {
 func FuzzLogInvariants(f *testing.F) {
 	f.Add([]byte("abc"), int64(3), int64(16))
 	f.Fuzz(func(t *testing.T, ops []byte, from int64, limit int64) {
-		if limit < 0 || limit > 1<<16 {
+		if limit < 0 || limit > 1<<20 {
 			limit = 64
 		}
 		l := New(limit)
