@@ -1,0 +1,56 @@
+# AstraBox developer commands. `make` alone lists them.
+
+GO        ?= go
+BIN       ?= bin/astrabox
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/astrabox/astrabox/internal/app.Version=$(VERSION)
+TOOLS     := $(CURDIR)/bin/tools
+STATICCHECK_VERSION := v0.8.2
+TEST_TIMEOUT ?= 45m
+BENCH_FLAGS  ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build the static astrabox binary into bin/
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/astrabox
+
+.PHONY: run
+run: build ## start AstraBox (for now: execd on 127.0.0.1:44772, token in ./bin/execd.token)
+	@umask 077; [ -s bin/execd.token ] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > bin/execd.token
+	@echo "execd on http://127.0.0.1:44772  (header X-EXECD-ACCESS-TOKEN: $$(cat bin/execd.token))"
+	./$(BIN) execd --listen 127.0.0.1:44772 --access-token-file bin/execd.token
+
+.PHONY: test
+test: ## vet and run every test with the race detector
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: lint
+lint: $(TOOLS)/staticcheck ## go vet, gofmt and staticcheck
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(TOOLS)/staticcheck ./...
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: bench
+bench: build ## measure execd against the raw host (table; BENCH_FLAGS="--n 3" for a smoke run)
+	./$(BIN) bench execd $(BENCH_FLAGS)
+
+.PHONY: fuzz
+fuzz: ## run each fuzz test for 20 s
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 20s $$pkg || exit 1; \
+	  done; \
+	done
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf bin
