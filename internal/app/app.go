@@ -34,6 +34,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"execd", "run the in-box daemon (commands, files, terminals, ports)", runExecd},
+		{"bench", "measure AstraBox and print tables (bench execd)", runBench},
+		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
 		{"version", "print the version", func(_ context.Context, _ []string, io IO, _ Env) error {
 			_, err := fmt.Fprintln(io.Stdout, "astrabox", Version)
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,8 +22,10 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 	fs.SetOutput(stdio.Stderr)
 	listen := fs.String("listen", fmt.Sprintf(":%d", wire.DefaultPort), "TCP address to listen on (empty: none)")
 	unixPath := fs.String("unix", "", "also listen on this unix socket path")
+	listenFD := fs.Int("listen-fd", 0, "also serve on this inherited listening socket (file descriptor number)")
 	token := fs.String("access-token", "", "require this X-EXECD-ACCESS-TOKEN (default: $ASTRABOX_EXECD_TOKEN)")
 	tokenFile := fs.String("access-token-file", "", "read the access token from this file")
+	tokenFD := fs.Int("access-token-fd", 0, "read the access token from this inherited file descriptor (to EOF)")
 	workdir := fs.String("workdir", "", "default working directory of commands")
 	outputLimit := fs.Int64("output-limit", 8<<20, "bytes of output retained per stream of a command")
 	retention := fs.Duration("retention", 10*time.Minute, "how long finished commands are kept")
@@ -47,8 +50,17 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 		}
 		*token = strings.TrimSpace(string(b))
 	}
-	if *listen == "" && *unixPath == "" {
-		return errors.New("nothing to listen on: give --listen or --unix")
+	if *tokenFD > 0 {
+		f := os.NewFile(uintptr(*tokenFD), "token")
+		b, err := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("read access token: %w", err)
+		}
+		*token = strings.TrimSpace(string(b))
+	}
+	if *listen == "" && *unixPath == "" && *listenFD == 0 {
+		return errors.New("nothing to listen on: give --listen, --unix or --listen-fd")
 	}
 	srv := execd.New(execd.Config{
 		AccessToken:    *token,
@@ -64,6 +76,15 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 	defer srv.Close()
 
 	var listeners []net.Listener
+	if *listenFD > 0 {
+		f := os.NewFile(uintptr(*listenFD), "listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("inherited listener: %w", err)
+		}
+		listeners = append(listeners, l)
+	}
 	if *unixPath != "" {
 		_ = os.Remove(*unixPath)
 		l, err := net.Listen("unix", *unixPath)

@@ -1,0 +1,447 @@
+package native
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// boxState is the versioned record of a box, kept in its directory (mode
+// 0600, unreadable from inside the box) and returned as Info.StateBlob.
+type boxState struct {
+	Version   int       `json:"version"`
+	PID       int       `json:"pid"`
+	PIDStart  uint64    `json:"pidStart"` // start time of PID, against pid reuse
+	Slot      int       `json:"slot"`
+	Token     string    `json:"token"`
+	Image     string    `json:"image"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Create implements sandbox.Provider.
+func (p *Provider) Create(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Info, error) {
+	if err := validID(id); err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := spec.Validate(); err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := p.Capabilities().Check(spec); err != nil {
+		return sandbox.Info{}, err
+	}
+	unlock := p.lock(id)
+	defer unlock()
+	if info, err := p.inspect(id); err == nil {
+		if info.State == sandbox.StateRunning || info.State == sandbox.StatePaused {
+			return info, nil
+		}
+		if err := p.remove(ctx, id); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
+	info, err := p.start(ctx, id, spec)
+	if err != nil {
+		if rerr := p.remove(context.WithoutCancel(ctx), id); rerr != nil {
+			p.log.Error("clean up failed create", "sandbox_id", id, "err", rerr)
+		}
+		return sandbox.Info{}, err
+	}
+	return info, nil
+}
+
+func (p *Provider) resources(r sandbox.Resources) sandbox.Resources {
+	d := p.cfg.Defaults
+	if r.MilliCPU == 0 {
+		r.MilliCPU = d.MilliCPU
+	}
+	if r.MemoryBytes == 0 {
+		r.MemoryBytes = d.MemoryBytes
+	}
+	if r.PIDs == 0 {
+		r.PIDs = d.PIDs
+	}
+	if r.DiskBytes == 0 {
+		r.DiskBytes = d.DiskBytes
+	}
+	return r
+}
+
+func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Info, error) {
+	cfg := initConfig{ID: id, Hostname: id, Binary: p.binary}
+	switch spec.Image {
+	case "", "host":
+		cfg.HostImage = true
+		cfg.Etc = hostImageEtc(id)
+		cfg.HostEtc = hostEtcBinds
+	default:
+		if p.cfg.Images == nil {
+			return sandbox.Info{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown image %q (this backend has only \"host\")", spec.Image)
+		}
+		dir, err := p.cfg.Images(spec.Image)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		cfg.Lower = dir
+	}
+	res := p.resources(spec.Resources)
+	cfg.DiskBytes = res.DiskBytes
+	cfg.TmpBytes = min(res.DiskBytes, 256<<20)
+	cfg.ShmBytes = min(res.MemoryBytes/2, 64<<20)
+	cfg.Env = boxEnv(spec.Env)
+	cfg.Entrypoint = spec.Entrypoint
+
+	dir := p.boxDir(id)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return sandbox.Info{}, fmt.Errorf("create box dir: %w", err)
+	}
+	cfg.Root = filepath.Join(dir, rootDir)
+	if err := os.Mkdir(cfg.Root, 0o755); err != nil {
+		return sandbox.Info{}, fmt.Errorf("create box root: %w", err)
+	}
+	slot, err := p.allocSlot(id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := p.cg.create(id, res); err != nil {
+		return sandbox.Info{}, err
+	}
+	var tb [24]byte
+	_, _ = rand.Read(tb[:])
+	token := hex.EncodeToString(tb[:])
+
+	sock := filepath.Join(dir, sockFile)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return sandbox.Info{}, fmt.Errorf("listen on execd socket: %w", err)
+	}
+	l.SetUnlinkOnClose(false)
+	listener, err := l.File()
+	l.Close()
+	if err != nil {
+		return sandbox.Info{}, fmt.Errorf("execd socket: %w", err)
+	}
+	defer listener.Close()
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return sandbox.Info{}, fmt.Errorf("execd socket: %w", err)
+	}
+
+	cmd, err := p.spawn(&cfg, slot, listener, token)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	st := boxState{Version: 1, PID: cmd.Process.Pid, PIDStart: startTime(cmd.Process.Pid), Slot: slot, Token: token,
+		Image: spec.Image, CreatedAt: time.Now().UTC()}
+	if err := p.writeState(id, st); err != nil {
+		return sandbox.Info{}, err
+	}
+	c := client.New("http://execd", client.WithToken(token), client.WithDialer(client.UnixDialer(sock)))
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(readyCtx); err != nil {
+		return sandbox.Info{}, fmt.Errorf("box %s did not start: %w (%s)", id, err, p.logTail(id))
+	}
+	return p.info(id, st)
+}
+
+// spawn starts the box's init in new namespaces, places it in the box's
+// cgroups, hands it its configuration and lets it go.
+func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token string) (*exec.Cmd, error) {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("config pipe: %w", err)
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sync pipe: %w", err)
+	}
+	defer syncR.Close()
+	defer syncW.Close()
+	tokR, tokW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("token pipe: %w", err)
+	}
+	defer tokR.Close()
+	defer tokW.Close()
+	logf, err := os.OpenFile(filepath.Join(p.boxDir(cfg.ID), logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("box log: %w", err)
+	}
+	defer logf.Close()
+
+	uid := hostUID(slot)
+	cmd := &exec.Cmd{
+		Path:       p.binary,
+		Args:       []string{"astrabox", "init"},
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Dir:        "/",
+		Stdout:     logf,
+		Stderr:     logf,
+		ExtraFiles: []*os.File{cfgR, syncR, listener, tokR},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+				syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: slotSize}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: slotSize}},
+			GidMappingsEnableSetgroups: true,
+			// Become root of the new namespace (host uid `uid`) before exec.
+			Credential: &syscall.Credential{Uid: 0, Gid: 0},
+			Setsid:     true,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start init: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reap init when it ends while this process lives
+	if err := p.cg.join(cfg.ID, cmd.Process.Pid); err != nil {
+		return cmd, err
+	}
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		return cmd, fmt.Errorf("send init config: %w", err)
+	}
+	cfgW.Close()
+	if _, err := tokW.WriteString(token); err != nil {
+		return cmd, fmt.Errorf("send token: %w", err)
+	}
+	tokW.Close()
+	if _, err := syncW.Write([]byte{1}); err != nil {
+		return cmd, fmt.Errorf("release init: %w (%s)", err, p.logTail(cfg.ID))
+	}
+	return cmd, nil
+}
+
+// boxEnv is the environment of a box's execd and entrypoint.
+func boxEnv(extra map[string]string) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm", "HOSTNAME": "",
+	}
+	delete(env, "HOSTNAME")
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func (p *Provider) writeState(id string, st boxState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	path := filepath.Join(p.boxDir(id), stateFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
+
+func (p *Provider) readState(id string) (boxState, error) {
+	b, err := os.ReadFile(filepath.Join(p.boxDir(id), stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return boxState{}, fmt.Errorf("box %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return boxState{}, fmt.Errorf("read state of %s: %w", id, err)
+	}
+	var st boxState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return boxState{}, fmt.Errorf("decode state of %s: %w", id, err)
+	}
+	if st.Version != 1 {
+		return boxState{}, fmt.Errorf("state of %s has unknown version %d", id, st.Version)
+	}
+	return st, nil
+}
+
+// info turns a state record into observed Info.
+func (p *Provider) info(id string, st boxState) (sandbox.Info, error) {
+	b, _ := json.Marshal(st)
+	info := sandbox.Info{ID: id, State: sandbox.StateRunning, CreatedAt: st.CreatedAt, AccessToken: st.Token, StateBlob: b}
+	if st.PID <= 0 || startTime(st.PID) != st.PIDStart {
+		info.State, info.Reason = sandbox.StateFailed, "init exited: "+p.logTail(id)
+		return info, nil
+	}
+	if frozen, err := p.cg.frozen(id); err == nil && frozen {
+		info.State = sandbox.StatePaused
+	}
+	return info, nil
+}
+
+func (p *Provider) inspect(id string) (sandbox.Info, error) {
+	st, err := p.readState(id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return p.info(id, st)
+}
+
+// Inspect implements sandbox.Provider.
+func (p *Provider) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
+	if err := validID(id); err != nil {
+		return sandbox.Info{}, err
+	}
+	return p.inspect(id)
+}
+
+// List implements sandbox.Provider: every box with a directory or a
+// cgroup. A cgroup without a record (left by a crash) is listed as Failed
+// so that the reconciler deletes it.
+func (p *Provider) List(ctx context.Context) ([]sandbox.Info, error) {
+	seen := map[string]bool{}
+	var out []sandbox.Info
+	entries, err := os.ReadDir(filepath.Join(p.cfg.DataDir, dirBoxes))
+	if err != nil {
+		return nil, fmt.Errorf("list boxes: %w", err)
+	}
+	for _, e := range entries {
+		id := e.Name()
+		if validID(id) != nil {
+			continue
+		}
+		seen[id] = true
+		info, err := p.inspect(id)
+		if err != nil {
+			info = sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: "no state record: " + err.Error()}
+		}
+		out = append(out, info)
+	}
+	ids, err := p.cg.list()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if !seen[id] && validID(id) == nil {
+			out = append(out, sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: "cgroup without a box record"})
+		}
+	}
+	return out, nil
+}
+
+// Delete implements sandbox.Provider: every process of the box is killed
+// through its cgroup, then its cgroups, uid range and directory go.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	unlock := p.lock(id)
+	defer unlock()
+	return p.remove(ctx, id)
+}
+
+func (p *Provider) remove(ctx context.Context, id string) error {
+	st, stErr := p.readState(id)
+	if stErr == nil && st.PID > 0 && startTime(st.PID) == st.PIDStart {
+		_ = syscall.Kill(st.PID, syscall.SIGKILL)
+	}
+	if err := p.cg.killAll(id); err != nil {
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	if err := p.cg.remove(id); err != nil {
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	if stErr == nil {
+		p.freeSlot(st.Slot, id)
+	} else {
+		p.freeSlotsOf(id)
+	}
+	if err := os.RemoveAll(p.boxDir(id)); err != nil {
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	return nil
+}
+
+// Pause implements sandbox.Provider with the cgroup freezer.
+func (p *Provider) Pause(ctx context.Context, id string) error {
+	return p.setFrozen(id, true)
+}
+
+// Resume implements sandbox.Provider.
+func (p *Provider) Resume(ctx context.Context, id string) error {
+	return p.setFrozen(id, false)
+}
+
+func (p *Provider) setFrozen(id string, frozen bool) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	unlock := p.lock(id)
+	defer unlock()
+	info, err := p.inspect(id)
+	if err != nil {
+		return err
+	}
+	if info.State == sandbox.StateFailed {
+		return sandbox.Errorf(sandbox.CodeConflict, "box %s has failed: %s", id, info.Reason)
+	}
+	return p.cg.freeze(id, frozen)
+}
+
+// Dial implements sandbox.Provider: the execd socket the host bound for
+// the box (in a directory the box cannot reach).
+func (p *Provider) Dial(ctx context.Context, id string) (net.Conn, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", filepath.Join(p.boxDir(id), sockFile))
+	if err != nil {
+		return nil, fmt.Errorf("dial box %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// startTime returns the start time (in clock ticks since boot) of pid, or
+// 0 when it does not exist or is a zombie.
+func startTime(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	// fields[0] is the state (field 3); starttime is field 22.
+	if len(fields) < 20 || fields[0] == "Z" {
+		return 0
+	}
+	v, _ := strconv.ParseUint(fields[19], 10, 64)
+	return v
+}
+
+// logTail returns the end of the box's init log, for error messages.
+func (p *Provider) logTail(id string) string {
+	b, err := os.ReadFile(filepath.Join(p.boxDir(id), logFile))
+	if err != nil || len(b) == 0 {
+		return "no init log"
+	}
+	if len(b) > 512 {
+		b = b[len(b)-512:]
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,21 @@
+package native
+
+import "fmt"
+
+// hostImageEtc is the generated /etc of a box on the host image: a root
+// and a nobody user, loopback-only name resolution, and the box's name.
+func hostImageEtc(hostname string) map[string]string {
+	return map[string]string{
+		"passwd":        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":         "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n",
+		"hosts":         fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n", hostname),
+		"hostname":      hostname + "\n",
+		"resolv.conf":   "# network mode none: no resolver\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+		"shells":        "/bin/sh\n/bin/bash\n",
+	}
+}
+
+// hostEtcBinds are host /etc entries a box on the host image sees
+// read-only: TLS roots, the dynamic linker cache and alternatives links.
+var hostEtcBinds = []string{"/etc/ssl", "/etc/ca-certificates", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"}

@@ -1,0 +1,42 @@
+package native
+
+// File descriptors a box's init receives from the host, after stdio.
+const (
+	fdConfig   = 3 // JSON initConfig, then EOF
+	fdSync     = 4 // one byte once the host has placed init in its cgroups
+	fdListener = 5 // listening unix socket for execd, bound on the host side
+	fdToken    = 6 // execd access token, then EOF
+)
+
+// Where things are inside a box.
+const (
+	boxBinary    = "/.astrabox/astrabox"
+	boxWorkspace = "/workspace"
+)
+
+// initConfig is what the host tells a box's init.
+type initConfig struct {
+	ID       string `json:"id"`
+	Hostname string `json:"hostname"`
+	// Root is the host directory (empty) on which init mounts the box's
+	// root file system, in its own mount namespace.
+	Root string `json:"root"`
+	// Image: Lower is the image's root directory; HostImage means the
+	// host's /usr with a generated /etc instead.
+	HostImage bool   `json:"hostImage"`
+	Lower     string `json:"lower,omitempty"`
+	// Binary is the host path of the astrabox binary bound into the box.
+	Binary string `json:"binary"`
+	// HostEtc lists host files and directories bound read-only into the
+	// box's /etc (CA certificates, ld.so.cache, alternatives).
+	HostEtc []string `json:"hostEtc,omitempty"`
+	// Etc holds generated /etc files by name.
+	Etc map[string]string `json:"etc,omitempty"`
+	// Sizes of the writable file systems in bytes.
+	DiskBytes int64 `json:"diskBytes"`
+	TmpBytes  int64 `json:"tmpBytes"`
+	ShmBytes  int64 `json:"shmBytes"`
+	// Env is the environment of execd and the entrypoint.
+	Env        []string `json:"env"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+}

@@ -1,0 +1,228 @@
+// Package native is the sandbox backend built directly on the Linux
+// kernel: each box is a tree of processes in its own user, PID, mount, UTS,
+// IPC, network and cgroup namespaces, confined by cgroups, a seccomp
+// allow-list, a reduced capability bounding set and no_new_privs, on a
+// root file system of its own. It needs root on the host and nothing else.
+//
+// State mapping: a box whose init is alive is Running, or Paused when its
+// cgroup is frozen; a box whose init is gone but whose records remain is
+// Failed; a box with no records and no cgroup does not exist.
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// Config configures the native backend.
+type Config struct {
+	// DataDir holds the backend's state: one directory per box, the uid
+	// range slots, and a copy of the astrabox binary that boxes run.
+	DataDir string
+	// Binary is the astrabox binary to run as init and execd (default: the
+	// running executable).
+	Binary string
+	// CgroupRoot is where cgroups are mounted (default /sys/fs/cgroup).
+	CgroupRoot string
+	// CgroupParent names the group boxes are created under (default
+	// "astrabox").
+	CgroupParent string
+	// Defaults are the limits of a box whose Spec leaves them zero.
+	Defaults sandbox.Resources
+	// Images resolves an image name other than "host" to the directory
+	// holding its root file system.
+	Images func(name string) (string, error)
+	// Logger receives operational logs.
+	Logger *slog.Logger
+}
+
+// Default limits of a box.
+var defaultResources = sandbox.Resources{MilliCPU: 1000, MemoryBytes: 512 << 20, PIDs: 512, DiskBytes: 1 << 30}
+
+// Provider is the native backend. It is safe for concurrent use.
+type Provider struct {
+	cfg    Config
+	log    *slog.Logger
+	cg     *cgroups
+	binary string // the copy boxes run
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // per box id
+}
+
+// Layout of DataDir.
+const (
+	dirBoxes  = "boxes"
+	dirSlots  = "slots"
+	dirBin    = "bin"
+	stateFile = "state.json"
+	sockFile  = "execd.sock"
+	logFile   = "init.log"
+	rootDir   = "root"
+)
+
+// New prepares DataDir and the cgroup parent and returns a Provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("native: DataDir is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = "astrabox"
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("native: locate astrabox binary: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	d := cfg.Defaults
+	if d.MilliCPU == 0 {
+		d.MilliCPU = defaultResources.MilliCPU
+	}
+	if d.MemoryBytes == 0 {
+		d.MemoryBytes = defaultResources.MemoryBytes
+	}
+	if d.PIDs == 0 {
+		d.PIDs = defaultResources.PIDs
+	}
+	if d.DiskBytes == 0 {
+		d.DiskBytes = defaultResources.DiskBytes
+	}
+	cfg.Defaults = d
+	// Box processes run as unprivileged host uids: every directory on the
+	// way to their mount points and binary must be traversable.
+	for _, dir := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, dirBoxes), filepath.Join(cfg.DataDir, dirSlots)} {
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return nil, fmt.Errorf("native: %w", err)
+		}
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return nil, fmt.Errorf("native: %w", err)
+		}
+	}
+	binDir := filepath.Join(cfg.DataDir, dirBin)
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	binary, err := installBinary(cfg.Binary, binDir)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	cg, err := detectCgroups(cfg.CgroupRoot, cfg.CgroupParent)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex)}, nil
+}
+
+// installBinary copies src to dir/astrabox (mode 0755, owned by root) when
+// it differs, so that boxes run a binary they can neither write nor
+// replace.
+func installBinary(src, dir string) (string, error) {
+	dst := filepath.Join(dir, "astrabox")
+	si, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("stat %s: %w", src, err)
+	}
+	if di, err := os.Stat(dst); err == nil && di.Size() == si.Size() && !di.ModTime().Before(si.ModTime()) {
+		return dst, nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", src, err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(dir, ".astrabox-*")
+	if err != nil {
+		return "", fmt.Errorf("install binary: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("install binary: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("install binary: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("install binary: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("install binary: %w", err)
+	}
+	return dst, nil
+}
+
+// Name implements sandbox.Provider.
+func (p *Provider) Name() string { return "native" }
+
+// Capabilities implements sandbox.Provider.
+func (p *Provider) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Isolation:    sandbox.IsolationContainer,
+		NetworkModes: []sandbox.NetworkMode{sandbox.NetworkNone},
+		Limits:       []sandbox.Resource{sandbox.ResourceCPU, sandbox.ResourceMemory, sandbox.ResourcePIDs, sandbox.ResourceDisk},
+		Pause:        true,
+		Ports:        true,
+		PTY:          true,
+	}
+}
+
+// Health implements sandbox.Provider.
+func (p *Provider) Health(ctx context.Context) sandbox.Health {
+	if os.Geteuid() != 0 {
+		return sandbox.Health{Status: sandbox.Undetected, Reason: "the native backend needs root"}
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		return sandbox.Health{Status: sandbox.Undetected, Reason: "user namespaces are unavailable"}
+	}
+	if _, err := p.cg.list(); err != nil {
+		return sandbox.Health{Status: sandbox.Unhealthy, Reason: err.Error()}
+	}
+	return sandbox.Health{Status: sandbox.Healthy}
+}
+
+// lock serialises operations on one box id.
+func (p *Provider) lock(id string) func() {
+	p.mu.Lock()
+	l, ok := p.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		p.locks[id] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (p *Provider) boxDir(id string) string { return filepath.Join(p.cfg.DataDir, dirBoxes, id) }
+
+// validID accepts the ids AstraBox generates and nothing that could
+// escape a directory or a cgroup name.
+func validID(id string) error {
+	if id == "" || len(id) > 64 {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid sandbox id %q", id)
+	}
+	for i, c := range id {
+		ok := c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok || (i == 0 && (c == '-' || c == '_')) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid sandbox id %q", id)
+		}
+	}
+	return nil
+}

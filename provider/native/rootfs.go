@@ -1,0 +1,255 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// buildRoot assembles the box's root file system under cfg.Root in init's
+// mount namespace, then pivots into it. Nothing of the host remains
+// visible except what is bound read-only on purpose.
+func buildRoot(cfg *initConfig) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	root := cfg.Root
+	if err := mountTmpfs(root, cfg.DiskBytes, 0o755, 0); err != nil {
+		return fmt.Errorf("root tmpfs: %w", err)
+	}
+	if !cfg.HostImage {
+		upper, work, merged := filepath.Join(root, ".upper"), filepath.Join(root, ".work"), filepath.Join(root, ".merged")
+		for _, d := range []string{upper, work, merged} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return fmt.Errorf("overlay dirs: %w", err)
+			}
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", cfg.Lower, upper, work)
+		if err := unix.Mount("overlay", merged, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mount overlay: %w", err)
+		}
+		root = merged
+	}
+	for _, d := range []string{"usr", "etc", "proc", "sys", "dev", "tmp", "run", "root", "workspace", ".astrabox", ".oldroot"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return fmt.Errorf("create /%s: %w", d, err)
+		}
+	}
+	if cfg.HostImage {
+		if err := hostImage(root, cfg); err != nil {
+			return err
+		}
+	}
+	if err := bindFile(cfg.Binary, filepath.Join(root, boxBinary), true); err != nil {
+		return fmt.Errorf("bind astrabox binary: %w", err)
+	}
+	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := unix.Mount("sysfs", filepath.Join(root, "sys"), "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /sys: %w", err)
+	}
+	if err := buildDev(filepath.Join(root, "dev"), cfg.ShmBytes); err != nil {
+		return err
+	}
+	if err := mountTmpfs(filepath.Join(root, "tmp"), cfg.TmpBytes, 0o1777, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return fmt.Errorf("mount /tmp: %w", err)
+	}
+	if err := mountTmpfs(filepath.Join(root, "run"), 16<<20, 0o755, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return fmt.Errorf("mount /run: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(root, "root"), 0o700); err != nil {
+		return fmt.Errorf("chmod /root: %w", err)
+	}
+	if err := pivot(root); err != nil {
+		return err
+	}
+	return maskProc()
+}
+
+// hostImage binds the host's /usr read-only, links /bin, /lib, /lib64 and
+// /sbin into it, and writes /etc.
+func hostImage(root string, cfg *initConfig) error {
+	if err := bindDir("/usr", filepath.Join(root, "usr"), true); err != nil {
+		return fmt.Errorf("bind /usr: %w", err)
+	}
+	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
+		if _, err := os.Stat(filepath.Join("/usr", l)); err != nil {
+			continue
+		}
+		if err := os.Symlink("usr/"+l, filepath.Join(root, l)); err != nil {
+			return fmt.Errorf("link /%s: %w", l, err)
+		}
+	}
+	etc := filepath.Join(root, "etc")
+	for name, content := range cfg.Etc {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
+		}
+	}
+	for _, src := range cfg.HostEtc {
+		fi, err := os.Stat(src)
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(etc, filepath.Base(src))
+		if fi.IsDir() {
+			err = os.Mkdir(dst, 0o755)
+			if err == nil {
+				err = bindDir(src, dst, true)
+			}
+		} else {
+			err = bindFile(src, dst, true)
+		}
+		if err != nil {
+			return fmt.Errorf("bind %s: %w", src, err)
+		}
+	}
+	return nil
+}
+
+// buildDev makes a minimal /dev: the harmless character devices bound from
+// the host, a private devpts, and a size-limited /dev/shm.
+func buildDev(dev string, shmBytes int64) error {
+	if err := mountTmpfs(dev, 1<<20, 0o755, unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, name := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if err := bindFile("/dev/"+name, filepath.Join(dev, name), false); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", name, err)
+		}
+	}
+	pts := filepath.Join(dev, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return fmt.Errorf("create /dev/pts: %w", err)
+	}
+	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount devpts: %w", err)
+	}
+	links := map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return fmt.Errorf("link /dev/%s: %w", name, err)
+		}
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return fmt.Errorf("create /dev/shm: %w", err)
+	}
+	if err := mountTmpfs(shm, shmBytes, 0o1777, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	return nil
+}
+
+// pivot makes root the root of the mount namespace and detaches the old one.
+func pivot(root string) error {
+	old := filepath.Join(root, ".oldroot")
+	if err := unix.PivotRoot(root, old); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("chdir /: %w", err)
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	if err := os.Remove("/.oldroot"); err != nil {
+		return fmt.Errorf("remove /.oldroot: %w", err)
+	}
+	return nil
+}
+
+// maskedProcFiles are hidden behind /dev/null; readOnlyProc are remounted
+// read-only.
+var (
+	maskedProcFiles = []string{"/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
+		"/proc/sched_debug", "/proc/latency_stats", "/proc/sysrq-trigger", "/proc/kallsyms", "/proc/kmsg",
+		"/proc/vmallocinfo", "/proc/slabinfo", "/proc/pagetypeinfo", "/proc/buddyinfo", "/proc/zoneinfo"}
+	maskedProcDirs = []string{"/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/firmware", "/proc/driver"}
+	readOnlyProc   = []string{"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/sysvipc"}
+)
+
+func maskProc() error {
+	for _, f := range maskedProcFiles {
+		if err := unix.Mount("/dev/null", f, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("mask %s: %w", f, err)
+		}
+	}
+	for _, d := range maskedProcDirs {
+		if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0"); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("mask %s: %w", d, err)
+		}
+	}
+	for _, d := range readOnlyProc {
+		if err := bindDir(d, d, true); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("read-only %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// mountTmpfs mounts a tmpfs of at most size bytes (0: the kernel default)
+// with the octal permission bits mode on dir.
+func mountTmpfs(dir string, size int64, mode uint32, flags uintptr) error {
+	opts := "mode=" + strconv.FormatUint(uint64(mode), 8)
+	if size > 0 {
+		opts += ",size=" + strconv.FormatInt(size, 10)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// bindDir bind-mounts src on dst (recursively), read-only when ro.
+func bindDir(src, dst string, ro bool) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
+	}
+	if !ro {
+		return nil
+	}
+	return remountReadOnly(dst)
+}
+
+// bindFile bind-mounts the file src on dst, creating dst.
+func bindFile(src, dst string, ro bool) error {
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create mount point %s: %w", dst, err)
+	}
+	f.Close()
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
+	}
+	if !ro {
+		return nil
+	}
+	return remountReadOnly(dst)
+}
+
+// remountReadOnly makes the bind mount at dst read-only, nosuid and nodev,
+// keeping flags the kernel locked (a remount may not clear them).
+func remountReadOnly(dst string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dst, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dst, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	for _, f := range []struct{ st, ms uintptr }{{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME}} {
+		if uintptr(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("remount %s read-only: %w", dst, err)
+	}
+	return nil
+}
