@@ -445,3 +445,12 @@ func (p *Provider) logTail(id string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// MemoryUsage returns the memory charged to box id's cgroup in bytes: its
+// processes and its memory-backed file systems.
+func (p *Provider) MemoryUsage(id string) (int64, error) {
+	if err := validID(id); err != nil {
+		return 0, err
+	}
+	return p.cg.memoryUsage(id)
+}
