@@ -169,7 +169,7 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 	if !req.Background {
 		live = out.Follow(0)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		closeAll(outR, outW, errR, errW, inR, inW)
 		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start command: %w", err)
 	}

@@ -208,6 +208,9 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token str
 		return nil, fmt.Errorf("start init: %w", err)
 	}
 	go func() { _ = cmd.Wait() }() // reap init when it ends while this process lives
+	// Out of memory, the kernel kills the box's workload before its init
+	// or execd (execd resets the score of what it starts).
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("-998"), 0)
 	if err := p.cg.join(cfg.ID, cmd.Process.Pid); err != nil {
 		return cmd, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,9 @@ func RunInit(stderr io.Writer) int {
 
 func runInit() error {
 	runtime.LockOSThread()
+	// Descriptors inherited from the host reach nothing else in the box
+	// but the ones handed on explicitly.
+	closeOnExecFrom(3)
 	cfgFile := os.NewFile(fdConfig, "config")
 	var cfg initConfig
 	if err := json.NewDecoder(cfgFile).Decode(&cfg); err != nil {
@@ -157,6 +161,19 @@ func lookPath(name string, env []string) string {
 		}
 	}
 	return name
+}
+
+// closeOnExecFrom marks every open descriptor >= min close-on-exec.
+func closeOnExecFrom(min int) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= min {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // loopbackUp brings up lo in the box's network namespace.

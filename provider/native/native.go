@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -118,6 +120,9 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
+	if err := mountBinDir(binDir, cfg.Binary); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	binary, err := installBinary(cfg.Binary, binDir)
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
@@ -127,6 +132,32 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex)}, nil
+}
+
+// mountBinDir puts a small tmpfs on dir (once) for the copy of the binary
+// boxes run. A bind mount shows its source path in the box's
+// /proc/self/mountinfo; from a file system of its own that path is just
+// "/astrabox", so no host path leaks into boxes.
+func mountBinDir(dir, binary string) error {
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return fmt.Errorf("stat %s: %w", filepath.Dir(dir), err)
+	}
+	if st.Dev != parent.Dev {
+		return nil // already a mount point
+	}
+	fi, err := os.Stat(binary)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", binary, err)
+	}
+	opts := fmt.Sprintf("mode=0755,size=%d", 3*fi.Size()+(1<<20))
+	if err := unix.Mount("astrabox-bin", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return nil
 }
 
 // installBinary copies src to dir/astrabox (mode 0755, owned by root) when

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/astrabox/astrabox/internal/app"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/native"
@@ -35,6 +37,7 @@ type harness struct {
 }
 
 func (h *harness) Provider() sandbox.Provider { return h.p }
+
 // Spec leaves room for the suite's 1 GiB file: the writable layer is
 // memory-backed and charged to the box's memory limit.
 func (h *harness) Spec() sandbox.Spec {
@@ -71,7 +74,10 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		_ = unix.Unmount(filepath.Join(dir, "bin"), unix.MNT_DETACH)
+		os.RemoveAll(dir)
+	})
 	cgroup := "astrabox-test-" + strconv.Itoa(os.Getpid())
 	p, err := native.New(native.Config{DataDir: dir, Binary: os.Args[0], CgroupParent: cgroup})
 	if err != nil {
