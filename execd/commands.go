@@ -217,8 +217,9 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 			<-pumped
 		}
 		closeAll(outR, errR)
-		c.finish(cmd.ProcessState, werr)
+		// The slot is free before anyone waiting on done is woken.
 		t.release()
+		c.finish(cmd.ProcessState, werr)
 		t.log.Debug("command finished", "command_id", c.id, "exit_code", *c.exit)
 		time.AfterFunc(t.cfg.Retention, func() { t.forget(c.id) })
 	}()
