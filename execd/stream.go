@@ -17,7 +17,7 @@ import (
 const keepAlive = 15 * time.Second
 
 // maxEventBytes bounds the text of one output event.
-const maxEventBytes = 32 << 10
+const maxEventBytes = 64 << 10
 
 func nowMillis() int64 { return time.Now().UnixMilli() }
 
@@ -105,7 +105,8 @@ func writeOutput(sw *sse.Writer, id string, s outlog.Stream, data []byte) error 
 	if s == outlog.Stderr {
 		typ = wire.EventStderr
 	}
-	return sw.Event(id, typ, wire.Event{Type: typ, Text: string(data), Timestamp: nowMillis()})
+	buf := make([]byte, 0, len(data)+len(data)/8+64)
+	return sw.EventJSON(id, typ, wire.AppendOutputEvent(buf, typ, string(data), nowMillis()))
 }
 
 // splitIncompleteRune splits off a trailing, incomplete UTF-8 sequence.

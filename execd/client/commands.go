@@ -97,7 +97,9 @@ func readEvents(r io.Reader, fn func(Event) error) error {
 			return fmt.Errorf("read event stream: %w", err)
 		}
 		var ev Event
-		if err := jsonUnmarshal([]byte(f.Data), &ev.Event); err != nil {
+		if fast, ok := wire.ParseOutputEvent([]byte(f.Data)); ok {
+			ev.Event = fast
+		} else if err := jsonUnmarshal([]byte(f.Data), &ev.Event); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
 		ev.ID = f.ID

@@ -66,6 +66,26 @@ func (s *Writer) Event(id, event string, data any) error {
 	return s.write(buf.String())
 }
 
+// EventJSON writes one frame whose data is data, which must be one line of
+// valid JSON.
+func (s *Writer) EventJSON(id, event string, data []byte) error {
+	buf := make([]byte, 0, len(data)+len(id)+len(event)+24)
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, sanitize(id)...)
+		buf = append(buf, '\n')
+	}
+	if event != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, sanitize(event)...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	return s.writeBytes(buf)
+}
+
 // Comment writes a comment frame (": text"), used as a keep-alive.
 func (s *Writer) Comment(text string) error {
 	return s.write(": " + sanitize(text) + "\n\n")
@@ -82,10 +102,14 @@ func (s *Writer) Flush() {
 }
 
 func (s *Writer) write(frame string) error {
+	return s.writeBytes([]byte(frame))
+}
+
+func (s *Writer) writeBytes(frame []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.start()
-	if _, err := io.WriteString(s.w, frame); err != nil {
+	if _, err := s.w.Write(frame); err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
 	if s.flusher != nil {
@@ -120,7 +144,7 @@ func NewReader(r io.Reader, limit int) *Reader {
 	if limit <= 0 {
 		limit = 16 << 20
 	}
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+	return &Reader{r: bufio.NewReaderSize(r, 256<<10), limit: limit}
 }
 
 // Next returns the next frame that has data. It returns io.EOF at the end
@@ -160,18 +184,41 @@ func (r *Reader) Next() (Frame, error) {
 }
 
 func (r *Reader) readLine() (string, error) {
-	var buf []byte
-	for {
-		chunk, isPrefix, err := r.r.ReadLine()
-		if err != nil {
-			return "", err
+	line, err := r.r.ReadSlice('\n')
+	if err == nil {
+		if len(line) > r.limit+2 {
+			return "", ErrFrameTooLarge
 		}
-		buf = append(buf, chunk...)
+		return trimEOL(line), nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return "", err
+	}
+	// A line longer than the buffer: collect it.
+	buf := append([]byte(nil), line...)
+	for {
 		if len(buf) > r.limit {
 			return "", ErrFrameTooLarge
 		}
-		if !isPrefix {
-			return strings.TrimSuffix(string(buf), "\r"), nil
+		line, err = r.r.ReadSlice('\n')
+		buf = append(buf, line...)
+		if err == nil {
+			if len(buf) > r.limit+2 {
+				return "", ErrFrameTooLarge
+			}
+			return trimEOL(buf), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return "", err
 		}
 	}
+}
+
+// trimEOL converts a line to a string without its "\n" or "\r\n".
+func trimEOL(b []byte) string {
+	b = b[:len(b)-1]
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return string(b)
 }
