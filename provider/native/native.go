@@ -116,6 +116,9 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("native: %w", err)
 		}
 	}
+	if err := checkTraversable(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	binDir := filepath.Join(cfg.DataDir, dirBin)
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
@@ -132,6 +135,28 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex)}, nil
+}
+
+// checkTraversable returns an error naming the first ancestor of dir that
+// unprivileged users cannot traverse: box processes run as such users and
+// must reach their mount points and binary under dir.
+func checkTraversable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", d, err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("data dir %s is under %s, which sandbox users cannot traverse (mode %v; needs o+x)", dir, d, fi.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // mountBinDir puts a small tmpfs on dir (once) for the copy of the binary
