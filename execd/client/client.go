@@ -25,9 +25,10 @@ import (
 
 // Client talks to one execd.
 type Client struct {
-	base  string
-	hc    *http.Client
-	token string
+	base   string
+	hc     *http.Client
+	token  string
+	header http.Header
 }
 
 // Option configures a Client.
@@ -35,6 +36,17 @@ type Option func(*Client)
 
 // WithToken sets the X-EXECD-ACCESS-TOKEN sent with every request.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHeader adds a header to every request (for example the endpoint
+// token of the AstraBox server's proxy).
+func WithHeader(key, value string) Option {
+	return func(c *Client) {
+		if c.header == nil {
+			c.header = http.Header{}
+		}
+		c.header.Set(key, value)
+	}
+}
 
 // WithHTTPClient sets the HTTP client (and so the transport) to use.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
@@ -124,14 +136,12 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
+	c.setAuth(hr.Header)
 	for k, vs := range req.header {
 		hr.Header[k] = vs
 	}
 	if req.contentType != "" {
 		hr.Header.Set("Content-Type", req.contentType)
-	}
-	if c.token != "" {
-		hr.Header.Set(wire.HeaderAccessToken, c.token)
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
@@ -174,6 +184,16 @@ func (c *Client) doJSON(ctx context.Context, method, path string, query url.Valu
 		return fmt.Errorf("decode %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// setAuth sets the access token and the extra headers on h.
+func (c *Client) setAuth(h http.Header) {
+	for k, vs := range c.header {
+		h[k] = vs
+	}
+	if c.token != "" {
+		h.Set(wire.HeaderAccessToken, c.token)
+	}
 }
 
 // Ping checks that execd answers.

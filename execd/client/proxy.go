@@ -42,9 +42,7 @@ func (c *Client) ProxyRequest(ctx context.Context, method string, port int, path
 	if err != nil {
 		return nil, fmt.Errorf("build proxy request: %w", err)
 	}
-	if c.token != "" {
-		req.Header.Set(wire.HeaderAccessToken, c.token)
-	}
+	c.setAuth(req.Header)
 	return req, nil
 }
 

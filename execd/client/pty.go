@@ -107,9 +107,7 @@ func (c *Client) dialWebSocket(ctx context.Context, pathQuery string, opts *webs
 	if o.HTTPHeader == nil {
 		o.HTTPHeader = http.Header{}
 	}
-	if c.token != "" {
-		o.HTTPHeader.Set(wire.HeaderAccessToken, c.token)
-	}
+	c.setAuth(o.HTTPHeader)
 	conn, resp, err := websocket.Dial(ctx, c.base+pathQuery, &o)
 	if err == nil {
 		return conn, nil

@@ -86,4 +86,3 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 func jsonReader(s string) io.Reader { return strings.NewReader(s) }
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
-
