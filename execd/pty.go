@@ -291,7 +291,7 @@ func (p *ptySession) startPTY(cmd *exec.Cmd, cols, rows uint16) ([]*os.File, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		master.Close()
 		return nil, err
 	}
@@ -313,7 +313,7 @@ func (p *ptySession) startPipe(cmd *exec.Cmd) ([]*os.File, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = fds[0], fds[3], fds[5]
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		closeAll(fds[:]...)
 		return nil, err
 	}

@@ -23,12 +23,14 @@ const (
 	CodeSessionNotFound     Code = "SESSION_NOT_FOUND"
 	CodeContextNotFound     Code = "CONTEXT_NOT_FOUND"
 	CodeSandboxNotFound     Code = "SANDBOX_NOT_FOUND"
+	CodeImageNotFound       Code = "IMAGE_NOT_FOUND"
 	CodeConflict            Code = "CONFLICT"
 	CodeAlreadyExists       Code = "ALREADY_EXISTS"
 	CodePayloadTooLarge     Code = "PAYLOAD_TOO_LARGE"
 	CodeRangeNotSatisfiable Code = "RANGE_NOT_SATISFIABLE"
 	CodeTooManyRequests     Code = "TOO_MANY_REQUESTS"
 	CodeUploadVerification  Code = "UPLOAD_VERIFICATION_FAILED"
+	CodeIdempotencyMismatch Code = "IDEMPOTENCY_KEY_REUSED"
 	CodeInvalidFileMetadata Code = "INVALID_FILE_METADATA"
 	CodeNotSupported        Code = "NOT_SUPPORTED"
 	CodeCapability          Code = "CAPABILITY_NOT_SUPPORTED"
@@ -55,11 +57,13 @@ var statusByCode = map[Code]int{
 	CodeSessionNotFound:     http.StatusNotFound,
 	CodeContextNotFound:     http.StatusNotFound,
 	CodeSandboxNotFound:     http.StatusNotFound,
+	CodeImageNotFound:       http.StatusNotFound,
 	CodeConflict:            http.StatusConflict,
 	CodeAlreadyExists:       http.StatusConflict,
 	CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
 	CodeRangeNotSatisfiable: http.StatusRequestedRangeNotSatisfiable,
 	CodeUploadVerification:  http.StatusUnprocessableEntity,
+	CodeIdempotencyMismatch: http.StatusUnprocessableEntity,
 	CodeTooManyRequests:     http.StatusTooManyRequests,
 	CodeNotSupported:        http.StatusNotImplemented,
 	CodeUpstreamUnreachable: http.StatusBadGateway,

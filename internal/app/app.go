@@ -33,9 +33,15 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"serve", "run the AstraBox server (sandbox lifecycle API, proxy, reconciler)", runServe},
+		{"sandbox", "create, list, inspect, renew, pause, resume and delete sandboxes", runSandbox},
+		{"exec", "run a command in a sandbox: astrabox exec ID -- CMD...", runExec},
+		{"cp", "copy files to or from a sandbox: astrabox cp SRC ID:PATH", runCp},
+		{"files", "list files in a sandbox: astrabox files ls ID PATH", runFiles},
 		{"execd", "run the in-box daemon (commands, files, terminals, ports)", runExecd},
-		{"bench", "measure AstraBox and print tables (bench execd)", runBench},
+		{"bench", "measure AstraBox and print tables (bench execd|native)", runBench},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
+		{"image", "import, pull, list and remove sandbox images", runImage},
 		{"version", "print the version", func(_ context.Context, _ []string, io IO, _ Env) error {
 			_, err := fmt.Fprintln(io.Stdout, "astrabox", Version)
 			return err

@@ -1,0 +1,342 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/api/wire"
+	"github.com/astrabox/astrabox/client"
+	execdwire "github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/app"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/provider/process"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store/sqlite"
+)
+
+// TestMain lets the test binary serve as astrabox for the process
+// harness's execd.
+func TestMain(m *testing.M) {
+	if os.Getenv("ASTRABOX_TEST_MAIN") == "1" {
+		ctx, stop := app.SignalContext(context.Background())
+		code := app.Main(ctx, os.Args[1:], app.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, app.OSEnv)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+const testKey = "test-key"
+
+type env struct {
+	srv *httptest.Server
+	c   *client.Client
+	svc *lifecycle.Service
+	p   *process.Provider
+}
+
+func newEnv(t *testing.T, max int) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir()+"/astrabox.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{os.Args[0]}, Env: []string{"ASTRABOX_TEST_MAIN=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"process": p},
+		Installed: []string{"process", "native", "docker"}, DefaultBackend: "process", MaxSandboxes: max,
+		Profiles: map[string]lifecycle.Profile{"small": {Name: "small", Backend: "process"}, "docker": {Name: "docker", Backend: "docker"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.New(api.Config{Service: svc, Store: st, APIKeyHash: api.HashKey(testKey)})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		boxes, _ := p.List(context.Background())
+		for _, b := range boxes {
+			_ = p.Delete(context.Background(), b.ID)
+		}
+		srv.Close()
+	})
+	return &env{srv: srv, c: client.New(srv.URL, testKey), svc: svc, p: p}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func timeout(s int64) *int64 { return &s }
+
+func TestLifecycleThroughSDK(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600), Entrypoint: []string{"sleep", "infinity"},
+		Metadata: map[string]string{"project": "apollo", "team": "ml"}, ResourceLimits: map[string]string{"cpu": "500m", "memory": "512Mi"}}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Status.State != "Running" || sb.ExpiresAt == nil || sb.Backend != "process" {
+		t.Fatalf("created %+v", sb)
+	}
+	got, err := e.c.Get(ctx, sb.ID)
+	if err != nil || got.ID != sb.ID || got.Metadata["project"] != "apollo" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+
+	// execd through the proxy, with the endpoint's signed token only.
+	x, err := e.c.Execd(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := x.Run(ctx, execdwire.RunCommandRequest{Command: "echo hello; exit 3"})
+	if err != nil || string(ex.Stdout) != "hello\n" || ex.ExitCode != 3 {
+		t.Fatalf("exec through proxy: %+v %v", ex, err)
+	}
+
+	// List with metadata filters.
+	list, err := e.c.List(ctx, client.ListOptions{Metadata: map[string]string{"project": "apollo"}})
+	if err != nil || list.Pagination.TotalItems != 1 || list.Items[0].ID != sb.ID {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	list, _ = e.c.List(ctx, client.ListOptions{Metadata: map[string]string{"project": "zeus"}})
+	if list.Pagination.TotalItems != 0 {
+		t.Fatalf("metadata filter matched %d", list.Pagination.TotalItems)
+	}
+
+	// Renew: later works, earlier is refused.
+	later := sb.ExpiresAt.Add(time.Hour)
+	if at, err := e.c.Renew(ctx, sb.ID, later, client.CreateOptions{}); err != nil || !at.Equal(later.UTC().Truncate(time.Second)) && !at.Equal(later.UTC()) {
+		t.Fatalf("renew: %v %v", at, err)
+	}
+	if _, err := e.c.Renew(ctx, sb.ID, later.Add(-time.Minute), client.CreateOptions{}); client.CodeOf(err) != sandbox.CodeInvalidRequest {
+		t.Fatalf("renew to an earlier time: %v", err)
+	}
+
+	// The process backend cannot pause: refused with the capability named.
+	if err := e.c.Pause(ctx, sb.ID); client.CodeOf(err) != sandbox.CodeCapability {
+		t.Fatalf("pause: %v", err)
+	}
+
+	if err := e.c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Get(ctx, sb.ID); client.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if boxes, _ := e.p.List(ctx); len(boxes) != 0 {
+		t.Fatalf("backend still holds %d boxes", len(boxes))
+	}
+}
+
+func TestIdempotentCreate(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	req := wire.CreateSandboxRequest{Timeout: timeout(600), Entrypoint: []string{"sleep", "infinity"}}
+	a, err := e.c.Create(ctx, req, client.CreateOptions{IdempotencyKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.c.Create(ctx, req, client.CreateOptions{IdempotencyKey: "k1"})
+	if err != nil || b.ID != a.ID {
+		t.Fatalf("replay: %+v %v", b, err)
+	}
+	req.Metadata = map[string]string{"x": "y"}
+	if _, err := e.c.Create(ctx, req, client.CreateOptions{IdempotencyKey: "k1"}); client.CodeOf(err) != sandbox.CodeIdempotencyMismatch {
+		t.Fatalf("same key, other body: %v", err)
+	}
+	if list, _ := e.c.List(ctx, client.ListOptions{}); list.Pagination.TotalItems != 1 {
+		t.Fatalf("%d sandboxes, want 1", list.Pagination.TotalItems)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, 1)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     sandbox.Code
+	}{
+		{"malformed JSON", "POST", "/v1/sandboxes", `{"timeout":`, 400, sandbox.CodeInvalidRequest},
+		{"wrong type", "POST", "/v1/sandboxes", `{"timeout":"soon"}`, 400, sandbox.CodeInvalidRequest},
+		{"timeout below minimum", "POST", "/v1/sandboxes", `{"timeout":10,"entrypoint":["true"]}`, 400, sandbox.CodeInvalidRequest},
+		{"bad cpu", "POST", "/v1/sandboxes", `{"resourceLimits":{"cpu":"lots"}}`, 400, sandbox.CodeInvalidRequest},
+		{"bad memory", "POST", "/v1/sandboxes", `{"resourceLimits":{"memory":"-1Gi"}}`, 400, sandbox.CodeInvalidRequest},
+		{"unknown resource", "POST", "/v1/sandboxes", `{"resourceLimits":{"qubits":"4"}}`, 400, sandbox.CodeInvalidRequest},
+		{"unknown profile", "POST", "/v1/sandboxes", `{"extensions":{"profile":"nope"}}`, 400, sandbox.CodeInvalidRequest},
+		{"disabled backend", "POST", "/v1/sandboxes", `{"extensions":{"profile":"docker"}}`, 400, sandbox.CodeBackendDisabled},
+		{"gpu", "POST", "/v1/sandboxes", `{"resourceLimits":{"gpu":"1"}}`, 400, sandbox.CodeCapability},
+		{"network limited", "POST", "/v1/sandboxes", `{"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}}`, 400, sandbox.CodeCapability},
+		{"bad state filter", "GET", "/v1/sandboxes?state=Sleeping", ``, 400, sandbox.CodeInvalidRequest},
+		{"bad page size", "GET", "/v1/sandboxes?pageSize=0", ``, 400, sandbox.CodeInvalidRequest},
+		{"unknown sandbox", "GET", "/v1/sandboxes/nope", ``, 404, sandbox.CodeSandboxNotFound},
+		{"delete unknown", "DELETE", "/v1/sandboxes/nope", ``, 404, sandbox.CodeSandboxNotFound},
+		{"renew without body", "POST", "/v1/sandboxes/nope/renew-expiration", ``, 400, sandbox.CodeInvalidRequest},
+		{"bad port", "GET", "/v1/sandboxes/nope/endpoints/99999", ``, 400, sandbox.CodeInvalidRequest},
+		{"snapshots", "GET", "/v1/snapshots", ``, 501, sandbox.CodeNotSupported},
+		{"huge body", "POST", "/v1/sandboxes", `{"metadata":{"a":"` + strings.Repeat("x", 2<<20) + `"}}`, 413, sandbox.CodePayloadTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, e.srv.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set(api.HeaderAPIKey, testKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var er wire.ErrorResponse
+			b, _ := io.ReadAll(resp.Body)
+			_ = json.Unmarshal(b, &er)
+			if resp.StatusCode != tt.status || er.Code != string(tt.code) || resp.Header.Get("X-Request-ID") == "" {
+				t.Fatalf("got %d %s", resp.StatusCode, b)
+			}
+		})
+	}
+	t.Run("no key", func(t *testing.T) {
+		resp, err := http.Get(e.srv.URL + "/v1/sandboxes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	})
+	t.Run("quota", func(t *testing.T) {
+		ctx := ctxT(t)
+		sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600)}, client.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600)}, client.CreateOptions{}); client.CodeOf(err) != sandbox.CodeTooManyRequests {
+			t.Fatalf("over quota: %v", err)
+		}
+		_ = e.c.Delete(ctx, sb.ID)
+	})
+}
+
+func TestProxyClosedPortAndConcurrentDeletes(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600)}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := e.c.Endpoint(ctx, sb.ID, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+ep.Endpoint+"/x?y=1", nil)
+	for k, v := range ep.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || !strings.Contains(string(b), string(sandbox.CodeUpstreamUnreachable)) {
+		t.Fatalf("closed port: %d %s", resp.StatusCode, b)
+	}
+	// A forged token is refused.
+	req.Header.Set(api.HeaderProxyToken, "9999999999.AAAA")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("forged token: %d", resp.StatusCode)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch i % 3 {
+			case 0:
+				errs <- e.c.Delete(ctx, sb.ID)
+			case 1:
+				_, err := e.c.Renew(ctx, sb.ID, time.Now().Add(time.Duration(2+i)*time.Hour), client.CreateOptions{})
+				errs <- err
+			default:
+				errs <- e.c.Pause(ctx, sb.ID)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	deleted := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+		case client.CodeOf(err) == sandbox.CodeSandboxNotFound, client.CodeOf(err) == sandbox.CodeCapability,
+			client.CodeOf(err) == sandbox.CodeConflict, client.CodeOf(err) == sandbox.CodeInvalidRequest:
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+		_ = deleted
+	}
+	if _, err := e.c.Get(ctx, sb.ID); client.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		t.Fatalf("after concurrent deletes: %v", err)
+	}
+	if boxes, _ := e.p.List(ctx); len(boxes) != 0 {
+		t.Fatalf("backend leaked %d boxes", len(boxes))
+	}
+}
+
+func TestReconcilerExpiresAndRemovesOrphans(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(60)}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An orphan: a box the backend has that no record names.
+	if _, err := e.p.Create(ctx, "orphan1", sandbox.Spec{Image: "host"}); err != nil {
+		t.Fatal(err)
+	}
+	// Move the clock past the expiry by renewing into the past is refused;
+	// instead reconcile with a service clock one hour ahead.
+	future := lifecycleAt(t, e, time.Now().Add(time.Hour))
+	future.ReconcileBackend(ctx, "process", e.p)
+	if _, err := e.c.Get(ctx, sb.ID); client.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		t.Fatalf("expired sandbox still there: %v", err)
+	}
+	boxes, _ := e.p.List(ctx)
+	if len(boxes) != 0 {
+		t.Fatalf("%d boxes left after reconcile: %+v", len(boxes), boxes)
+	}
+}
+
+// lifecycleAt returns a service over e's store and backend whose clock
+// reads at.
+func lifecycleAt(t *testing.T, e *env, at time.Time) *lifecycle.Service {
+	svc, err := lifecycle.New(lifecycle.Config{Store: e.svc.Store(), Backends: map[string]sandbox.Provider{"process": e.p},
+		DefaultBackend: "process", Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+var _ = fmt.Sprint

@@ -1,0 +1,181 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// HeaderProxyToken carries a signed, expiring grant to one port of one
+// sandbox; endpoints hand it out so SDKs need not send the API key to the
+// proxy. It may also be given as the query parameter astrabox_token.
+const HeaderProxyToken = "X-AstraBox-Proxy-Token"
+
+// signToken grants access to sandbox id's port until exp.
+func (s *Server) signToken(id string, port int, exp time.Time) string {
+	payload := fmt.Sprintf("%s.%d.%d", id, port, exp.Unix())
+	mac := hmac.New(sha256.New, s.cfg.SigningKey)
+	mac.Write([]byte(payload))
+	return strconv.FormatInt(exp.Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// checkToken verifies a token for id and port and that it has not expired.
+func (s *Server) checkToken(tok, id string, port int) bool {
+	expStr, _, ok := strings.Cut(tok, ".")
+	if !ok {
+		return false
+	}
+	exp, err := strconv.ParseInt(expStr, 10, 64)
+	if err != nil || time.Now().Unix() > exp {
+		return false
+	}
+	want := s.signToken(id, port, time.Unix(exp, 0))
+	return hmac.Equal([]byte(want), []byte(tok))
+}
+
+func parsePort(s string) (int, error) {
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "port must be an integer from 1 to 65535, got %q", s)
+	}
+	return p, nil
+}
+
+// sandboxHostSuffix marks the host of an upstream URL as a sandbox id,
+// so one pooled transport serves every sandbox.
+const sandboxHostSuffix = ".sandbox"
+
+// newProxyTransport returns the transport of the proxy: it reaches the
+// execd of the sandbox named by the request's host, through its backend.
+func (s *Server) newProxyTransport() *http.Transport {
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			rec, err := s.svc.Get(ctx, strings.TrimSuffix(host, sandboxHostSuffix))
+			if err != nil {
+				return nil, err
+			}
+			return s.svc.Dial(ctx, rec)
+		},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     60 * time.Second,
+	}
+}
+
+// getEndpoint returns the server-proxy endpoint of a port. `expires`
+// (addition) sets the lifetime of the signed token in seconds (default:
+// until the sandbox expires, or 24 hours).
+func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	port, err := parsePort(r.PathValue("port"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rec, err := s.svc.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	exp := time.Now().Add(24 * time.Hour)
+	if rec.ExpiresAt != nil {
+		exp = *rec.ExpiresAt
+	}
+	if v := r.URL.Query().Get("expires"); v != "" {
+		secs, err := strconv.Atoi(v)
+		if err != nil || secs < 1 || secs > 7*24*3600 {
+			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "expires must be seconds from 1 to 604800"))
+			return
+		}
+		exp = time.Now().Add(time.Duration(secs) * time.Second)
+	}
+	exp = exp.Truncate(time.Second).UTC()
+	writeJSON(w, http.StatusOK, Endpoint{
+		Endpoint:  fmt.Sprintf("%s/v1/sandboxes/%s/proxy/%d", s.publicHost(r), id, port),
+		Headers:   map[string]string{HeaderProxyToken: s.signToken(id, port, exp)},
+		ExpiresAt: &exp,
+	})
+}
+
+// proxy forwards a request to a port of a sandbox through its execd: the
+// execd port itself goes to execd's API, any other port through execd's
+// /proxy/{port}. HTTP, SSE (unbuffered) and WebSocket pass; query strings
+// and bodies are untouched. A closed port answers 502 UPSTREAM_UNREACHABLE.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	port, err := parsePort(r.PathValue("port"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	tok := r.Header.Get(HeaderProxyToken)
+	if tok == "" {
+		tok = r.URL.Query().Get("astrabox_token")
+	}
+	if !s.authorized(r) && !(tok != "" && s.checkToken(tok, id, port)) {
+		writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
+		return
+	}
+	rec, err := s.svc.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if rec.State != sandbox.StateRunning {
+		writeError(w, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s, not Running", id, rec.State))
+		return
+	}
+	token, err := s.svc.AccessToken(r.Context(), rec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.svc.Touch(r.Context(), rec)
+	rest := "/" + r.PathValue("rest")
+	target := rest
+	if port != wire.DefaultPort {
+		target = fmt.Sprintf("/proxy/%d%s", port, rest)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = id + sandboxHostSuffix
+			pr.Out.URL.Path = target
+			pr.Out.URL.RawPath = ""
+			pr.Out.Host = "execd"
+			pr.Out.Header.Del(HeaderAPIKey)
+			pr.Out.Header.Del(HeaderProxyToken)
+			q := pr.Out.URL.Query()
+			if q.Has("astrabox_token") {
+				q.Del("astrabox_token")
+				pr.Out.URL.RawQuery = q.Encode()
+			}
+			pr.Out.Header.Set(wire.HeaderAccessToken, token)
+			pr.SetXForwarded()
+		},
+		Transport: &http.Transport{
+			DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return s.svc.Dial(ctx, rec) },
+			DisableCompression: true,
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "sandbox %s: cannot reach its execd: %v", id, err))
+		},
+	}
+	rp.ServeHTTP(w, r)
+}

@@ -1,0 +1,312 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// minTimeout is the specification's minimum sandbox timeout.
+const minTimeout = 60
+
+// toWire converts a record to the API's Sandbox.
+func toWire(rec *store.Sandbox) Sandbox {
+	sb := Sandbox{
+		ID:          rec.ID,
+		Status:      SandboxStatus{State: string(rec.State), LastTransitionAt: rec.UpdatedAt},
+		Metadata:    rec.Metadata,
+		Entrypoint:  rec.Entrypoint,
+		ExpiresAt:   rec.ExpiresAt,
+		CreatedAt:   rec.CreatedAt,
+		UpdatedAt:   rec.UpdatedAt,
+		Backend:     rec.Backend,
+		Profile:     rec.Profile,
+		IdleTimeout: int64(rec.IdleTimeout / time.Second),
+	}
+	if sb.Entrypoint == nil {
+		sb.Entrypoint = []string{}
+	}
+	if rec.Image != "" {
+		sb.Image = &ImageSpec{URI: rec.Image}
+	}
+	if r, msg, ok := strings.Cut(rec.Reason, ": "); ok {
+		sb.Status.Reason, sb.Status.Message = r, msg
+	} else {
+		sb.Status.Reason = rec.Reason
+	}
+	return sb
+}
+
+// toCreateRequest validates the wire request and maps it for the service.
+func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) {
+	var out lifecycle.CreateRequest
+	if req.SnapshotID != "" {
+		return out, sandbox.Errorf(sandbox.CodeNotSupported, "restoring from snapshots is not supported by this server yet")
+	}
+	if req.Platform != nil && (req.Platform.OS != "linux" || req.Platform.Arch != "amd64") {
+		return out, sandbox.Errorf(sandbox.CodeCapability, "platform %s/%s is not available (available: linux/amd64)", req.Platform.OS, req.Platform.Arch)
+	}
+	if req.Image != nil {
+		out.Image = strings.TrimSpace(req.Image.URI)
+		if out.Image == "" {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "image.uri must not be empty")
+		}
+	}
+	if len(req.Volumes) > 0 {
+		return out, sandbox.Errorf(sandbox.CodeCapability, "capability persistent-workspace (volumes) is not supported by this server yet")
+	}
+	if req.Timeout != nil {
+		if *req.Timeout < minTimeout {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout must be at least %d seconds, got %d", minTimeout, *req.Timeout)
+		}
+		d := time.Duration(*req.Timeout) * time.Second
+		out.Timeout = &d
+	} else {
+		zero := time.Duration(0)
+		out.Timeout = &zero
+	}
+	if req.IdleTimeout != nil {
+		if *req.IdleTimeout < 0 {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "idleTimeout must not be negative")
+		}
+		d := time.Duration(*req.IdleTimeout) * time.Second
+		out.IdleTimeout = &d
+	}
+	res, caps, err := parseResources(req.ResourceLimits)
+	if err != nil {
+		return out, err
+	}
+	out.Resources, out.Capabilities = res, caps
+	for _, a := range req.Entrypoint {
+		if strings.IndexByte(a, 0) >= 0 {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "entrypoint contains a NUL byte")
+		}
+	}
+	out.Entrypoint, out.Env, out.Metadata = req.Entrypoint, req.Env, req.Metadata
+	if err := validateMetadata(req.Metadata); err != nil {
+		return out, err
+	}
+	if req.NetworkPolicy != nil {
+		np, err := toNetworkPolicy(*req.NetworkPolicy)
+		if err != nil {
+			return out, err
+		}
+		out.Network = &np
+	}
+	out.Profile = req.Extensions["profile"]
+	out.Backend = req.Backend
+	if b := req.Extensions["backend"]; b != "" && out.Backend == "" {
+		out.Backend = b
+	}
+	return out, nil
+}
+
+func validateMetadata(md map[string]string) error {
+	if len(md) > 64 {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most 64 metadata entries are allowed")
+	}
+	for k, v := range md {
+		if k == "" || len(k) > 128 || len(v) > 1024 || strings.ContainsAny(k, "=&\x00") || strings.IndexByte(v, 0) >= 0 {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid metadata entry %q (keys 1-128 bytes without '=', '&' or NUL; values up to 1024 bytes)", k)
+		}
+	}
+	return nil
+}
+
+// toNetworkPolicy maps OpenSandbox's egress policy onto network modes:
+// allow-all is unrestricted, deny with allow rules is limited, deny alone
+// is none.
+func toNetworkPolicy(p NetworkPolicy) (sandbox.NetworkPolicy, error) {
+	switch p.DefaultAction {
+	case "allow", "":
+		for _, r := range p.Egress {
+			if r.Action == "deny" {
+				return sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeCapability, "capability network deny-lists is not supported (use defaultAction deny with allow rules)")
+			}
+		}
+		if p.DefaultAction == "" && len(p.Egress) == 0 {
+			return sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}, nil
+		}
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkUnrestricted}, nil
+	case "deny":
+		var allow []string
+		for _, r := range p.Egress {
+			if r.Action != "allow" {
+				return sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "egress rule action must be allow or deny, got %q", r.Action)
+			}
+			allow = append(allow, r.Target)
+		}
+		if len(allow) == 0 {
+			return sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}, nil
+		}
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, Allow: allow}, nil
+	}
+	return sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "networkPolicy.defaultAction must be allow or deny, got %q", p.DefaultAction)
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.idempotent(w, r, "create", body, func() (int, any, error) {
+		var req CreateSandboxRequest
+		if err := decodeBytes(body, &req); err != nil {
+			return 0, nil, err
+		}
+		creq, err := toCreateRequest(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		rec, err := s.svc.Create(r.Context(), creq)
+		if err != nil {
+			return 0, nil, err
+		}
+		w.Header().Set("Location", "/v1/sandboxes/"+rec.ID)
+		return http.StatusAccepted, toWire(rec), nil
+	})
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.svc.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.svc.Touch(r.Context(), rec)
+	writeJSON(w, http.StatusOK, toWire(rec))
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.ListFilter{Page: 1, PageSize: 20}
+	for _, st := range q["state"] {
+		state, err := sandbox.ParseState(st)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		f.States = append(f.States, state)
+	}
+	if md := q.Get("metadata"); md != "" {
+		vals, err := url.ParseQuery(md)
+		if err != nil {
+			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "metadata filter must be url-encoded key=value pairs joined by &: %v", err))
+			return
+		}
+		f.Metadata = map[string]string{}
+		for k, v := range vals {
+			f.Metadata[k] = v[len(v)-1]
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"page", &f.Page, 1 << 20}, {"pageSize", &f.PageSize, 200}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > p.max {
+				writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an integer from 1 to %d, got %q", p.name, p.max, v))
+				return
+			}
+			*p.dst = n
+		}
+	}
+	recs, total, err := s.svc.List(r.Context(), f)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	resp := ListSandboxesResponse{Items: make([]Sandbox, 0, len(recs))}
+	for _, rec := range recs {
+		resp.Items = append(resp.Items, toWire(rec))
+	}
+	pages := (total + f.PageSize - 1) / f.PageSize
+	resp.Pagination = PaginationInfo{Page: f.Page, PageSize: f.PageSize, TotalItems: total, TotalPages: pages, HasNextPage: f.Page < pages}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Delete(r.Context(), r.PathValue("id"), "user_delete"); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.svc.Pause(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.svc.Resume(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotent(w, r, "renew:"+id, body, func() (int, any, error) {
+		var req RenewRequest
+		if err := decodeBytes(body, &req); err != nil {
+			return 0, nil, err
+		}
+		if req.ExpiresAt.IsZero() {
+			return 0, nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt is required (RFC 3339)")
+		}
+		rec, err := s.svc.Renew(r.Context(), id, req.ExpiresAt)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, RenewResponse{ExpiresAt: *rec.ExpiresAt}, nil
+	})
+}
+
+func (s *Server) patchMetadata(w http.ResponseWriter, r *http.Request) {
+	var patch map[string]*string
+	if err := s.decode(w, r, &patch); err != nil {
+		writeError(w, err)
+		return
+	}
+	for k, v := range patch {
+		if v != nil {
+			if err := validateMetadata(map[string]string{k: *v}); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+	}
+	rec, err := s.svc.PatchMetadata(r.Context(), r.PathValue("id"), patch)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWire(rec))
+}
+
+func decodeBytes(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid JSON body: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+// Package api serves AstraBox's HTTP API: the OpenSandbox-compatible
+// lifecycle routes (under /v1 and, as OpenSandbox does, at /), the sandbox
+// port proxy, health and metrics.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// HeaderAPIKey carries the API key on every lifecycle request.
+const HeaderAPIKey = "OPEN-SANDBOX-API-KEY"
+
+// Config configures the API.
+type Config struct {
+	Service *lifecycle.Service
+	Store   store.Store
+	// APIKeyHash is the SHA-256 of the API key; empty with Insecure only.
+	APIKeyHash [32]byte
+	// Insecure serves without authentication (explicit opt-in).
+	Insecure bool
+	// SigningKey signs proxy tokens handed out with endpoints.
+	SigningKey []byte
+	// PublicHost is host[:port] clients reach this server at, used in
+	// endpoints (default: the request's Host).
+	PublicHost string
+	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+	// OpenAPI is served at /openapi.yaml when set.
+	OpenAPI []byte
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	cfg Config
+	svc *lifecycle.Service
+	log *slog.Logger
+	mux *http.ServeMux
+	// transport is the proxy's pooled connection to sandboxes.
+	transport *http.Transport
+}
+
+// New returns the API handler.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.SigningKey) == 0 {
+		cfg.SigningKey = make([]byte, 32)
+		_, _ = rand.Read(cfg.SigningKey)
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux()}
+	s.transport = s.newProxyTransport()
+	s.routes()
+	return s
+}
+
+// HashKey returns the SHA-256 of an API key, as Config.APIKeyHash wants.
+func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+func (s *Server) routes() {
+	for _, prefix := range []string{"/v1", ""} {
+		s.handle("GET "+prefix+"/sandboxes", s.listSandboxes)
+		s.handle("POST "+prefix+"/sandboxes", s.createSandbox)
+		s.handle("GET "+prefix+"/sandboxes/{id}", s.getSandbox)
+		s.handle("DELETE "+prefix+"/sandboxes/{id}", s.deleteSandbox)
+		s.handle("PATCH "+prefix+"/sandboxes/{id}/metadata", s.patchMetadata)
+		s.handle("POST "+prefix+"/sandboxes/{id}/pause", s.pauseSandbox)
+		s.handle("POST "+prefix+"/sandboxes/{id}/resume", s.resumeSandbox)
+		s.handle("POST "+prefix+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
+		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
+		s.handle("GET "+prefix+"/sandboxes/{id}/events", s.sandboxEvents)
+		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", s.notSupported("snapshots"))
+		s.handle("GET "+prefix+"/snapshots", s.notSupported("snapshots"))
+		s.handle("GET "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))
+		s.handle("DELETE "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))
+	}
+	// The proxy authenticates itself (API key or a signed endpoint token).
+	s.mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}", s.proxy)
+	s.mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}/{rest...}", s.proxy)
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.HandleFunc("GET /readyz", s.ready)
+	s.mux.HandleFunc("GET /metrics", s.metrics)
+	s.mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		if len(s.cfg.OpenAPI) == 0 {
+			writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no OpenAPI document is configured"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(s.cfg.OpenAPI)
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// handle registers an authenticated route.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", HeaderAPIKey))
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Insecure {
+		return true
+	}
+	key := r.Header.Get(HeaderAPIKey)
+	if key == "" {
+		return false
+	}
+	got := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare(got[:], s.cfg.APIKeyHash[:]) == 1
+}
+
+// ServeHTTP adds X-Request-ID to every answer and logs failures.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-ID")
+	if id == "" || len(id) > 128 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	w.Header().Set("X-Request-ID", id)
+	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	start := time.Now()
+	s.mux.ServeHTTP(rec, r)
+	if rec.status >= 500 {
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "request_id", id,
+			"ms", time.Since(start).Milliseconds())
+	}
+	if rec.status >= 400 {
+		apiErrors.Add(1)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (hijacking for
+// WebSocket upgrades through the proxy).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) notSupported(what string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, sandbox.Errorf(sandbox.CodeNotSupported, "%s are not supported by this server yet", what))
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with err's code and HTTP status; internal errors do
+// not leak their details.
+func writeError(w http.ResponseWriter, err error) {
+	code := sandbox.CodeOf(err)
+	msg := sandbox.MessageOf(err)
+	if code == sandbox.CodeInternal {
+		msg = "internal error"
+	}
+	writeJSON(w, code.HTTPStatus(), ErrorResponse{Code: string(code), Message: msg})
+}
+
+// decode reads one JSON object into v, refusing unknown fields' wrong
+// types, trailing data and bodies over the limit.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return sandbox.Errorf(sandbox.CodePayloadTooLarge, "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+		case errors.Is(err, io.EOF):
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body is empty; a JSON object is required")
+		}
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid JSON body: trailing data after the JSON value")
+	}
+	return nil
+}
+
+func (s *Server) publicHost(r *http.Request) string {
+	if s.cfg.PublicHost != "" {
+		return s.cfg.PublicHost
+	}
+	return r.Host
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// ready reports the store and every enabled backend, each probed with a
+// deadline; it is ready only when all are.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	out := map[string]any{}
+	ok := true
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		ok = false
+		out["store"] = map[string]string{"status": "unhealthy", "reason": err.Error()}
+	} else {
+		out["store"] = map[string]string{"status": "healthy"}
+	}
+	backends := map[string]sandbox.Health{}
+	for name, p := range s.svc.Backends() {
+		h := p.Health(ctx)
+		backends[name] = h
+		if h.Status != sandbox.Healthy {
+			ok = false
+		}
+	}
+	out["backends"] = backends
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	out["ready"] = ok
+	writeJSON(w, status, out)
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	if err := s.svc.WriteMetrics(r.Context(), w); err != nil {
+		s.log.Warn("metrics", "err", err)
+	}
+	writeCounter(w, "astrabox_api_errors_total", "API answers with a 4xx or 5xx status.", apiErrors.Load())
+}

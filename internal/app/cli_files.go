@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	execdclient "github.com/astrabox/astrabox/execd/client"
+)
+
+type execdEvent = execdclient.Event
+
+// runCp is `astrabox cp SRC DST` where exactly one side is ID:PATH.
+func runCp(ctx context.Context, args []string, stdio IO, env Env) error {
+	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	var conn connFlags
+	conn.register(fs, env)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return errors.New("usage: astrabox cp LOCAL ID:PATH | astrabox cp ID:PATH LOCAL (- is stdin/stdout)")
+	}
+	src, dst := fs.Arg(0), fs.Arg(1)
+	sid, spath, sremote := splitRemote(src)
+	did, dpath, dremote := splitRemote(dst)
+	if sremote == dremote {
+		return errors.New("cp: exactly one of SRC and DST must be ID:PATH")
+	}
+	c, err := conn.client()
+	if err != nil {
+		return err
+	}
+	if dremote {
+		x, err := c.Execd(ctx, did)
+		if err != nil {
+			return err
+		}
+		in := stdio.Stdin
+		opts := execdclient.UploadOptions{}
+		if src != "-" {
+			f, err := os.Open(src)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			fi, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			size := fi.Size()
+			opts.Size = &size
+			opts.Mode, _ = strconv.Atoi(strconv.FormatUint(uint64(fi.Mode().Perm()), 8))
+			in = f
+		}
+		return x.Upload(ctx, dpath, in, opts)
+	}
+	x, err := c.Execd(ctx, sid)
+	if err != nil {
+		return err
+	}
+	rc, err := x.Download(ctx, spath, 0, -1)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	out := stdio.Stdout
+	if dst != "-" {
+		f, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	_, err = io.Copy(out, rc)
+	return err
+}
+
+// splitRemote splits "ID:PATH"; a local path has no colon before its
+// first slash.
+func splitRemote(s string) (id, path string, remote bool) {
+	i := strings.IndexByte(s, ':')
+	if i <= 0 || strings.Contains(s[:i], "/") {
+		return "", s, false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// runFiles is `astrabox files ls ID PATH`.
+func runFiles(ctx context.Context, args []string, stdio IO, env Env) error {
+	if len(args) == 0 || args[0] != "ls" {
+		return errors.New("usage: astrabox files ls ID [PATH]")
+	}
+	fs := flag.NewFlagSet("files ls", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	var conn connFlags
+	conn.register(fs, env)
+	depth := fs.Int("depth", 1, "levels to list")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return errors.New("usage: astrabox files ls ID [PATH]")
+	}
+	path := "/workspace"
+	if fs.NArg() == 2 {
+		path = fs.Arg(1)
+	}
+	c, err := conn.client()
+	if err != nil {
+		return err
+	}
+	x, err := c.Execd(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	entries, err := x.ListDir(ctx, path, *depth)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%04d\t%s\t%s\t%d\t%s\t%s\n", e.Mode, e.Owner, e.Group, e.Size, e.ModifiedAt.Local().Format("2006-01-02 15:04"), e.Path)
+	}
+	return tw.Flush()
+}

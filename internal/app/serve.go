@@ -1,0 +1,262 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/provider/native"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/postgres"
+	"github.com/astrabox/astrabox/store/sqlite"
+)
+
+// installedBackends are the backends this build knows.
+var installedBackends = []string{"native", "docker", "kubernetes"}
+
+// serveConfig is the optional --config file (JSON); flags override it.
+type serveConfig struct {
+	Listen         string                       `json:"listen"`
+	DataDir        string                       `json:"dataDir"`
+	Database       string                       `json:"database"`
+	Backends       []string                     `json:"backends"`
+	DefaultBackend string                       `json:"defaultBackend"`
+	MaxSandboxes   int                          `json:"maxSandboxes"`
+	PublicHost     string                       `json:"publicHost"`
+	Profiles       map[string]lifecycle.Profile `json:"profiles"`
+}
+
+func defaultDataDir(env Env) string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/astrabox"
+	}
+	if d := env("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "astrabox")
+	}
+	return filepath.Join(env("HOME"), ".local", "share", "astrabox")
+}
+
+func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	configPath := fs.String("config", "", "JSON config file (flags override it)")
+	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
+	dataDir := fs.String("data-dir", defaultDataDir(env), "state directory")
+	database := fs.String("database", "", "SQLite file (default DATA_DIR/astrabox.db) or postgres://... DSN")
+	backends := fs.String("backends", "native", "enabled backends, comma-separated")
+	defaultBackend := fs.String("default-backend", "", "backend of requests that name none (default: the first enabled)")
+	apiKey := fs.String("api-key", "", "API key (default $ASTRABOX_API_KEY, else generated on first start)")
+	insecure := fs.Bool("insecure", false, "serve without authentication")
+	maxSandboxes := fs.Int("max-sandboxes", 0, "active sandbox quota (0: none)")
+	publicHost := fs.String("public-host", "", "host:port clients reach this server at, for endpoints (default: the request's Host)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stdio.Stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	var fileCfg serveConfig
+	if *configPath != "" {
+		b, err := os.ReadFile(*configPath)
+		if err != nil {
+			return fmt.Errorf("read config: %w", err)
+		}
+		if err := json.Unmarshal(b, &fileCfg); err != nil {
+			return fmt.Errorf("parse config %s: %w", *configPath, err)
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pick := func(name, flagVal, fileVal string) string {
+		if !set[name] && fileVal != "" {
+			return fileVal
+		}
+		return flagVal
+	}
+	*listen = pick("listen", *listen, fileCfg.Listen)
+	*dataDir = pick("data-dir", *dataDir, fileCfg.DataDir)
+	*database = pick("database", *database, fileCfg.Database)
+	*backends = pick("backends", *backends, strings.Join(fileCfg.Backends, ","))
+	*defaultBackend = pick("default-backend", *defaultBackend, fileCfg.DefaultBackend)
+	*publicHost = pick("public-host", *publicHost, fileCfg.PublicHost)
+	if !set["max-sandboxes"] && fileCfg.MaxSandboxes > 0 {
+		*maxSandboxes = fileCfg.MaxSandboxes
+	}
+
+	if err := os.MkdirAll(*dataDir, 0o711); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	st, err := openStore(ctx, *database, *dataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	enabled := map[string]sandbox.Provider{}
+	var order []string
+	for _, name := range strings.Split(*backends, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		p, err := newBackend(name, *dataDir, log)
+		if err != nil {
+			return err
+		}
+		enabled[name] = p
+		order = append(order, name)
+	}
+	if len(order) == 0 {
+		return errors.New("no backend enabled (--backends)")
+	}
+	if *defaultBackend == "" {
+		*defaultBackend = order[0]
+	}
+	svc, err := lifecycle.New(lifecycle.Config{
+		Store: st, Backends: enabled, Installed: installedBackends, DefaultBackend: *defaultBackend,
+		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	cfg := api.Config{Service: svc, Store: st, Insecure: *insecure, PublicHost: *publicHost, Logger: log}
+	if !*insecure {
+		key := *apiKey
+		if key == "" {
+			key = env("ASTRABOX_API_KEY")
+		}
+		hash, where, err := apiKeyHash(key, *dataDir)
+		if err != nil {
+			return err
+		}
+		cfg.APIKeyHash = hash
+		if where != "" {
+			fmt.Fprintf(stdio.Stderr, "API key: in %s (send it as the %s header)\n", where, api.HeaderAPIKey)
+		}
+	}
+	if cfg.SigningKey, err = signingKey(*dataDir); err != nil {
+		return err
+	}
+	handler := api.New(cfg)
+
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	rctx, stopReconcile := context.WithCancel(ctx)
+	defer stopReconcile()
+	go svc.Reconcile(rctx, 5*time.Second)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	fmt.Fprintf(stdio.Stderr, "AstraBox serving on http://%s (backends: %s; data: %s)\n", l.Addr(), strings.Join(order, ","), *dataDir)
+	log.Info("serving", "addr", l.Addr().String(), "backends", strings.Join(order, ","), "default_backend", *defaultBackend)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutdownCtx)
+	log.Info("stopped; sandboxes keep running and are re-attached at the next start")
+	return nil
+}
+
+func openStore(ctx context.Context, database, dataDir string) (store.Store, error) {
+	if strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://") {
+		s, err := postgres.Open(ctx, database)
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL: %w", err)
+		}
+		return s, nil
+	}
+	if database == "" {
+		database = filepath.Join(dataDir, "astrabox.db")
+	}
+	s, err := sqlite.Open(ctx, database)
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite: %w", err)
+	}
+	return s, nil
+}
+
+func newBackend(name, dataDir string, log *slog.Logger) (sandbox.Provider, error) {
+	switch name {
+	case "native":
+		if os.Geteuid() != 0 {
+			return nil, errors.New("the native backend needs root (it creates namespaces and cgroups): run as root")
+		}
+		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Logger: log.With("backend", "native")})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	case "docker", "kubernetes":
+		return nil, fmt.Errorf("backend %q is not available in this build yet", name)
+	}
+	return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(installedBackends, ", "))
+}
+
+// apiKeyHash returns the hash of key; with no key it loads the stored hash
+// or, on first start, generates a key, stores only its hash, and writes the
+// key to DATA_DIR/credentials (mode 0600), whose path it returns.
+func apiKeyHash(key, dataDir string) ([32]byte, string, error) {
+	if key != "" {
+		return api.HashKey(key), "", nil
+	}
+	hashFile := filepath.Join(dataDir, "api-key.sha256")
+	credFile := filepath.Join(dataDir, "credentials")
+	if b, err := os.ReadFile(hashFile); err == nil {
+		var h [32]byte
+		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(raw) != 32 {
+			return h, "", fmt.Errorf("corrupt %s: delete it to generate a new key", hashFile)
+		}
+		copy(h[:], raw)
+		return h, credFile, nil
+	}
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	key = "ab_" + hex.EncodeToString(b[:])
+	if err := os.WriteFile(credFile, []byte(key+"\n"), 0o600); err != nil {
+		return [32]byte{}, "", fmt.Errorf("write credentials: %w", err)
+	}
+	h := api.HashKey(key)
+	if err := os.WriteFile(hashFile, []byte(hex.EncodeToString(h[:])+"\n"), 0o600); err != nil {
+		return h, "", fmt.Errorf("write key hash: %w", err)
+	}
+	return h, credFile, nil
+}
+
+// signingKey loads or creates the key that signs endpoint tokens, so they
+// stay valid across restarts.
+func signingKey(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, "signing.key")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("write signing key: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,107 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// Reconcile runs one reconciler per enabled backend until ctx ends, each
+// every interval: it deletes expired and idle sandboxes, marks records whose
+// box is gone as Failed, deletes Failed and half-created boxes, and
+// removes orphans (boxes the backend has that the store does not know).
+// One slow or dead backend never delays another.
+func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	for name, p := range s.cfg.Backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				s.ReconcileBackend(ctx, name, p)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// ReconcileBackend makes one pass over backend name.
+func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.Provider) {
+	pass, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	now := s.now()
+	recs, _, err := s.cfg.Store.ListSandboxes(pass, store.ListFilter{Backend: name})
+	if err != nil {
+		s.log.Warn("reconcile: list records", "backend", name, "err", err)
+		return
+	}
+	known := map[string]bool{}
+	for _, rec := range recs {
+		known[rec.ID] = true
+		switch {
+		case rec.ExpiresAt != nil && !now.Before(*rec.ExpiresAt):
+			s.reap(pass, rec.ID, "ttl_expiry")
+		case rec.IdleTimeout > 0 && now.Sub(rec.LastActiveAt) >= rec.IdleTimeout && rec.State == sandbox.StateRunning:
+			s.reap(pass, rec.ID, "idle_timeout")
+		case rec.State == sandbox.StateFailed || rec.State == sandbox.StateStopping:
+			s.reap(pass, rec.ID, "cleanup_"+string(rec.State))
+		case rec.State == sandbox.StatePending && now.Sub(rec.CreatedAt) > s.cfg.CreateTimeout+time.Minute:
+			s.reap(pass, rec.ID, "provision_timeout")
+		case rec.State == sandbox.StateRunning || rec.State == sandbox.StatePaused:
+			info, err := p.Inspect(pass, rec.ID)
+			if errors.Is(err, sandbox.ErrNotFound) || (err == nil && info.State == sandbox.StateFailed) {
+				reason := "box_lost"
+				if err == nil {
+					reason = "runtime_error: " + info.Reason
+				}
+				s.markFailed(pass, rec.ID, reason)
+			}
+		}
+	}
+	boxes, err := p.List(pass)
+	if err != nil {
+		s.log.Warn("reconcile: list boxes", "backend", name, "err", err)
+		return
+	}
+	for _, b := range boxes {
+		if known[b.ID] {
+			continue
+		}
+		// A box may be being created right now: its record exists then.
+		if _, err := s.cfg.Store.GetSandbox(pass, b.ID); err == nil {
+			continue
+		}
+		s.log.Info("reconcile: removing orphan box", "backend", name, "sandbox_id", b.ID)
+		if err := p.Delete(pass, b.ID); err != nil {
+			s.log.Warn("reconcile: remove orphan", "backend", name, "sandbox_id", b.ID, "err", err)
+		}
+	}
+}
+
+func (s *Service) reap(ctx context.Context, id, reason string) {
+	if err := s.Delete(ctx, id, reason); err != nil {
+		s.log.Warn("reconcile: delete sandbox", "sandbox_id", id, "reason", reason, "err", err)
+	}
+}
+
+func (s *Service) markFailed(ctx context.Context, id, reason string) {
+	unlock := s.lock(id)
+	defer unlock()
+	rec, err := s.cfg.Store.GetSandbox(ctx, id)
+	if err != nil || rec.State.Terminal() {
+		return
+	}
+	rec.State, rec.Reason = sandbox.StateFailed, reason
+	_ = s.save(ctx, rec)
+}

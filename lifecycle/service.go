@@ -1,0 +1,517 @@
+// Package lifecycle is the sandbox service: it creates sandboxes on the
+// enabled backends, keeps their records in the store, and enforces their
+// lifecycle (expiry, idle timeout, orphans) with a reconciler per backend.
+// Every decision is taken from the store, so a restarted server carries on.
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// Config configures a Service.
+type Config struct {
+	Store store.Store
+	// Backends are the enabled providers by name.
+	Backends map[string]sandbox.Provider
+	// Installed names every backend this build knows, enabled or not, so a
+	// request for a disabled one is told so.
+	Installed []string
+	// DefaultBackend is used when neither request nor profile names one.
+	DefaultBackend string
+	// Profiles are the configured RuntimeProfiles by name; "default" is
+	// the base of every request that names none.
+	Profiles map[string]Profile
+	// MaxSandboxes bounds active sandboxes (0: no bound); more get 429.
+	MaxSandboxes int
+	// MaxTimeout bounds a sandbox's TTL (0: no bound).
+	MaxTimeout time.Duration
+	// CreateTimeout bounds one backend create (default 2 minutes).
+	CreateTimeout time.Duration
+	// Logger receives operational logs.
+	Logger *slog.Logger
+	// Now returns the current time (default time.Now).
+	Now func() time.Time
+}
+
+// Profile is a RuntimeProfile: defaults a create request starts from.
+type Profile struct {
+	Name         string               `json:"name"`
+	Backend      string               `json:"backend,omitempty"`
+	Image        string               `json:"image,omitempty"`
+	Resources    sandbox.Resources    `json:"resources"`
+	Network      sandbox.NetworkMode  `json:"network,omitempty"`
+	Timeout      time.Duration        `json:"timeout,omitempty"`
+	IdleTimeout  time.Duration        `json:"idleTimeout,omitempty"`
+	Capabilities []sandbox.Capability `json:"capabilities,omitempty"`
+	Env          map[string]string    `json:"env,omitempty"`
+	PoolSize     int                  `json:"poolSize,omitempty"`
+}
+
+// Service is the sandbox service. It is safe for concurrent use.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	locks  sync.Map // id -> *sync.Mutex: one state change at a time per box
+	tokens sync.Map // id -> execd access token
+	subs   *broker
+}
+
+// New checks cfg and returns a Service. Profiles naming an installed but
+// disabled backend are logged; requests using them fail with
+// SANDBOX_BACKEND_DISABLED.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("lifecycle: a store is required")
+	}
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("lifecycle: no backend is enabled")
+	}
+	if _, ok := cfg.Backends[cfg.DefaultBackend]; !ok {
+		return nil, fmt.Errorf("lifecycle: default backend %q is not enabled", cfg.DefaultBackend)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = 2 * time.Minute
+	}
+	if cfg.Profiles == nil {
+		cfg.Profiles = map[string]Profile{}
+	}
+	if _, ok := cfg.Profiles["default"]; !ok {
+		cfg.Profiles["default"] = Profile{Name: "default", Backend: cfg.DefaultBackend}
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, now: cfg.Now, subs: newBroker()}
+	for name, p := range cfg.Profiles {
+		if p.Backend != "" {
+			if _, ok := cfg.Backends[p.Backend]; !ok {
+				s.log.Warn("profile names a backend that is not enabled", "profile", name, "backend", p.Backend)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Store returns the service's store.
+func (s *Service) Store() store.Store { return s.cfg.Store }
+
+// Backends returns the enabled backends by name.
+func (s *Service) Backends() map[string]sandbox.Provider { return s.cfg.Backends }
+
+func (s *Service) lock(id string) func() {
+	m, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// CreateRequest is a create call, after the API decoded it.
+type CreateRequest struct {
+	Profile      string
+	Backend      string
+	Image        string
+	Entrypoint   []string
+	Env          map[string]string
+	Metadata     map[string]string
+	Resources    sandbox.Resources
+	Timeout      *time.Duration // nil: the profile's; 0: never expires
+	IdleTimeout  *time.Duration
+	Network      *sandbox.NetworkPolicy
+	Capabilities []sandbox.Capability
+}
+
+// newID returns a sandbox id: 20 lower-case alphanumerics.
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [20]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
+}
+
+// plan merges a request over its profile into a backend and a Spec.
+func (s *Service) plan(req CreateRequest) (string, sandbox.Spec, Profile, error) {
+	name := req.Profile
+	if name == "" {
+		name = "default"
+	}
+	prof, ok := s.cfg.Profiles[name]
+	if !ok {
+		return "", sandbox.Spec{}, prof, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown profile %q (known: %s)", name, strings.Join(s.profileNames(), ", "))
+	}
+	backend := firstNonEmpty(req.Backend, prof.Backend, s.cfg.DefaultBackend)
+	if _, enabled := s.cfg.Backends[backend]; !enabled {
+		for _, b := range s.cfg.Installed {
+			if b == backend {
+				return "", sandbox.Spec{}, prof, sandbox.Errorf(sandbox.CodeBackendDisabled, "backend %q is installed but not enabled on this server (enabled: %s)", backend, strings.Join(s.backendNames(), ", "))
+			}
+		}
+		return "", sandbox.Spec{}, prof, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown backend %q (enabled: %s)", backend, strings.Join(s.backendNames(), ", "))
+	}
+	spec := sandbox.Spec{
+		Image:        firstNonEmpty(req.Image, prof.Image, "host"),
+		Entrypoint:   req.Entrypoint,
+		Env:          map[string]string{},
+		Resources:    prof.Resources,
+		Timeout:      prof.Timeout,
+		IdleTimeout:  prof.IdleTimeout,
+		Network:      sandbox.NetworkPolicy{Mode: prof.Network},
+		Capabilities: append(append([]sandbox.Capability{}, prof.Capabilities...), req.Capabilities...),
+		Metadata:     req.Metadata,
+	}
+	for k, v := range prof.Env {
+		spec.Env[k] = v
+	}
+	for k, v := range req.Env {
+		spec.Env[k] = v
+	}
+	r := req.Resources
+	if r.MilliCPU != 0 {
+		spec.Resources.MilliCPU = r.MilliCPU
+	}
+	if r.MemoryBytes != 0 {
+		spec.Resources.MemoryBytes = r.MemoryBytes
+	}
+	if r.PIDs != 0 {
+		spec.Resources.PIDs = r.PIDs
+	}
+	if r.DiskBytes != 0 {
+		spec.Resources.DiskBytes = r.DiskBytes
+	}
+	if req.Timeout != nil {
+		spec.Timeout = *req.Timeout
+	}
+	if req.IdleTimeout != nil {
+		spec.IdleTimeout = *req.IdleTimeout
+	}
+	if req.Network != nil {
+		spec.Network = *req.Network
+	}
+	if s.cfg.MaxTimeout > 0 && spec.Timeout > s.cfg.MaxTimeout {
+		return "", spec, prof, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout %s exceeds the server's maximum %s", spec.Timeout, s.cfg.MaxTimeout)
+	}
+	if err := spec.Validate(); err != nil {
+		return "", spec, prof, err
+	}
+	if err := s.cfg.Backends[backend].Capabilities().Check(spec); err != nil {
+		return "", spec, prof, err
+	}
+	return backend, spec, prof, nil
+}
+
+// Create starts a sandbox and returns its record once it is Running (or
+// the error that stopped it; the record then says Failed and the backend
+// holds nothing of it).
+func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
+	backend, spec, prof, err := s.plan(req)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.MaxSandboxes > 0 {
+		n, err := s.cfg.Store.CountActive(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("count sandboxes: %w", err)
+		}
+		if n >= s.cfg.MaxSandboxes {
+			return nil, sandbox.Errorf(sandbox.CodeTooManyRequests, "sandbox quota reached (%d active)", s.cfg.MaxSandboxes)
+		}
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	now := s.now().UTC()
+	rec := &store.Sandbox{
+		ID: newID(), Backend: backend, Profile: prof.Name, State: sandbox.StatePending, Reason: "provisioning",
+		Image: spec.Image, Spec: specJSON, Metadata: spec.Metadata, Entrypoint: spec.Entrypoint,
+		CreatedAt: now, UpdatedAt: now, IdleTimeout: spec.IdleTimeout, LastActiveAt: now,
+	}
+	if spec.Timeout > 0 {
+		exp := now.Add(spec.Timeout)
+		rec.ExpiresAt = &exp
+	}
+	if err := s.cfg.Store.CreateSandbox(ctx, rec); err != nil {
+		return nil, fmt.Errorf("record sandbox: %w", err)
+	}
+	s.emit(ctx, rec)
+	unlock := s.lock(rec.ID)
+	defer unlock()
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CreateTimeout)
+	defer cancel()
+	info, err := s.cfg.Backends[backend].Create(cctx, rec.ID, spec)
+	createSeconds.observe(backend, time.Since(start))
+	if err != nil {
+		rec.State, rec.Reason = sandbox.StateFailed, "provision_failed: "+sandbox.MessageOf(err)
+		s.save(context.WithoutCancel(ctx), rec)
+		return rec, err
+	}
+	rec.State, rec.Reason, rec.ProviderState = sandbox.StateRunning, "", info.StateBlob
+	s.tokens.Store(rec.ID, info.AccessToken)
+	if err := s.save(context.WithoutCancel(ctx), rec); err != nil {
+		return rec, err
+	}
+	s.log.Info("sandbox created", "sandbox_id", rec.ID, "backend", backend, "ms", time.Since(start).Milliseconds())
+	return rec, nil
+}
+
+// save writes rec (refreshing its version on conflict) and emits its state.
+func (s *Service) save(ctx context.Context, rec *store.Sandbox) error {
+	rec.UpdatedAt = s.now().UTC()
+	err := s.cfg.Store.UpdateSandbox(ctx, rec)
+	if errors.Is(err, store.ErrConflict) {
+		cur, gerr := s.cfg.Store.GetSandbox(ctx, rec.ID)
+		if gerr != nil {
+			return fmt.Errorf("save sandbox: %w", gerr)
+		}
+		rec.Version = cur.Version
+		err = s.cfg.Store.UpdateSandbox(ctx, rec)
+	}
+	if err != nil {
+		return fmt.Errorf("save sandbox: %w", err)
+	}
+	s.emit(ctx, rec)
+	return nil
+}
+
+// Get returns a sandbox's record.
+func (s *Service) Get(ctx context.Context, id string) (*store.Sandbox, error) {
+	rec, err := s.cfg.Store.GetSandbox(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, sandbox.Errorf(sandbox.CodeSandboxNotFound, "sandbox %q not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get sandbox: %w", err)
+	}
+	return rec, nil
+}
+
+// List returns the records that match f and the total count.
+func (s *Service) List(ctx context.Context, f store.ListFilter) ([]*store.Sandbox, int, error) {
+	recs, total, err := s.cfg.Store.ListSandboxes(ctx, f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return recs, total, nil
+}
+
+// Delete stops a sandbox, removes it from its backend and forgets it.
+// reason is recorded in its last event ("user_delete", "ttl_expiry", ...).
+func (s *Service) Delete(ctx context.Context, id, reason string) error {
+	unlock := s.lock(id)
+	defer unlock()
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	rec.State, rec.Reason = sandbox.StateStopping, reason
+	if err := s.save(ctx, rec); err != nil {
+		return err
+	}
+	p, ok := s.cfg.Backends[rec.Backend]
+	if !ok {
+		return sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, rec.Backend)
+	}
+	if err := p.Delete(context.WithoutCancel(ctx), id); err != nil {
+		rec.State, rec.Reason = sandbox.StateFailed, "delete_failed: "+err.Error()
+		_ = s.save(context.WithoutCancel(ctx), rec)
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	rec.State = sandbox.StateTerminated
+	s.tokens.Delete(id)
+	s.emit(ctx, rec)
+	if err := s.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("forget sandbox %s: %w", id, err)
+	}
+	s.log.Info("sandbox deleted", "sandbox_id", id, "backend", rec.Backend, "reason", reason)
+	return nil
+}
+
+// Pause freezes a running sandbox.
+func (s *Service) Pause(ctx context.Context, id string) (*store.Sandbox, error) {
+	return s.transition(ctx, id, sandbox.StatePausing, sandbox.StatePaused, sandbox.Provider.Pause)
+}
+
+// Resume thaws a paused sandbox.
+func (s *Service) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
+	return s.transition(ctx, id, sandbox.StateResuming, sandbox.StateRunning, sandbox.Provider.Resume)
+}
+
+func (s *Service) transition(ctx context.Context, id string, via, to sandbox.State, op func(sandbox.Provider, context.Context, string) error) (*store.Sandbox, error) {
+	unlock := s.lock(id)
+	defer unlock()
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := s.cfg.Backends[rec.Backend]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, rec.Backend)
+	}
+	if !p.Capabilities().Pause {
+		return nil, sandbox.Errorf(sandbox.CodeCapability, "capability pause is not supported by backend %s", rec.Backend)
+	}
+	if err := rec.State.CheckTransition(via); err != nil {
+		return nil, err
+	}
+	prev := rec.State
+	rec.State, rec.Reason = via, ""
+	if err := s.save(ctx, rec); err != nil {
+		return nil, err
+	}
+	if err := op(p, context.WithoutCancel(ctx), id); err != nil {
+		rec.State, rec.Reason = prev, "transition_failed: "+err.Error()
+		_ = s.save(context.WithoutCancel(ctx), rec)
+		return nil, fmt.Errorf("%s sandbox %s: %w", strings.ToLower(string(via)), id, err)
+	}
+	rec.State = to
+	if err := s.save(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Renew moves a sandbox's expiry to at, which must be in the future and
+// later than the current expiry.
+func (s *Service) Renew(ctx context.Context, id string, at time.Time) (*store.Sandbox, error) {
+	unlock := s.lock(id)
+	defer unlock()
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if !at.After(now) {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not in the future", at.UTC().Format(time.RFC3339))
+	}
+	if rec.ExpiresAt != nil && !at.After(*rec.ExpiresAt) {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not after the current expiry %s", at.UTC().Format(time.RFC3339), rec.ExpiresAt.Format(time.RFC3339))
+	}
+	if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt is more than the server's maximum %s away", s.cfg.MaxTimeout)
+	}
+	if rec.State.Terminal() {
+		return nil, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, rec.State)
+	}
+	t := at.UTC()
+	rec.ExpiresAt = &t
+	if err := s.save(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// PatchMetadata sets (or, for empty values, removes) metadata keys.
+func (s *Service) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*store.Sandbox, error) {
+	unlock := s.lock(id)
+	defer unlock()
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(rec.Metadata, k)
+		} else {
+			rec.Metadata[k] = *v
+		}
+	}
+	if err := s.save(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Touch records activity on a sandbox (API or proxy use), for its idle
+// timeout. It is cheap to call often: it writes at most every few seconds.
+func (s *Service) Touch(ctx context.Context, rec *store.Sandbox) {
+	if rec.IdleTimeout <= 0 || s.now().Sub(rec.LastActiveAt) < 5*time.Second {
+		return
+	}
+	unlock := s.lock(rec.ID)
+	defer unlock()
+	cur, err := s.cfg.Store.GetSandbox(ctx, rec.ID)
+	if err != nil {
+		return
+	}
+	cur.LastActiveAt = s.now().UTC()
+	if err := s.cfg.Store.UpdateSandbox(ctx, cur); err == nil {
+		*rec = *cur
+	}
+}
+
+// Dial connects to the execd of a running sandbox.
+func (s *Service) Dial(ctx context.Context, rec *store.Sandbox) (net.Conn, error) {
+	p, ok := s.cfg.Backends[rec.Backend]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.CodeBackendDisabled, "backend %q is not enabled", rec.Backend)
+	}
+	return p.Dial(ctx, rec.ID)
+}
+
+// AccessToken returns the execd token of a sandbox (cached; from the
+// backend after a restart).
+func (s *Service) AccessToken(ctx context.Context, rec *store.Sandbox) (string, error) {
+	if t, ok := s.tokens.Load(rec.ID); ok {
+		return t.(string), nil
+	}
+	p, ok := s.cfg.Backends[rec.Backend]
+	if !ok {
+		return "", sandbox.Errorf(sandbox.CodeBackendDisabled, "backend %q is not enabled", rec.Backend)
+	}
+	info, err := p.Inspect(ctx, rec.ID)
+	if err != nil {
+		return "", fmt.Errorf("inspect sandbox %s: %w", rec.ID, err)
+	}
+	s.tokens.Store(rec.ID, info.AccessToken)
+	return info.AccessToken, nil
+}
+
+func (s *Service) profileNames() []string {
+	var out []string
+	for n := range s.cfg.Profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Service) backendNames() []string {
+	var out []string
+	for n := range s.cfg.Backends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,74 @@
+// Package postgres is the store.Store for several server replicas: records
+// kept in one PostgreSQL database, reached through pgx's connection pool.
+//
+// Every method is a single statement or a short transaction at READ
+// COMMITTED; optimistic concurrency (Version) and put-if-absent
+// (idempotency) rely on row locks and unique keys, so replicas need no
+// coordination of their own.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/astrabox/astrabox/store"
+)
+
+// Store is a store.Store kept in PostgreSQL. It is safe for concurrent use;
+// Close releases it.
+type Store struct {
+	pool      *pgxpool.Pool
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by dsn (a URL or key=value string as
+// libpq and pgx accept it, including pool_* settings), checks that it
+// answers and applies any pending schema migration. Several processes may
+// open one database at once: migrations are serialized by an advisory lock.
+// ctx governs connecting and migrating only. The caller closes the Store.
+//
+// As with libpq, the driver fills settings the DSN leaves out from the PG*
+// environment variables and the password file.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	if dsn == "" {
+		return nil, errors.New("open postgres store: empty dsn")
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres store: %w", err)
+	}
+	return nil
+}
+
+// Close closes every connection, waiting for those in use to be released;
+// later calls do nothing.
+func (s *Store) Close() error {
+	s.closeOnce.Do(s.pool.Close)
+	return nil
+}

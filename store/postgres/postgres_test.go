@@ -1,0 +1,185 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/postgres"
+	"github.com/astrabox/astrabox/store/storetest"
+)
+
+// adminDSN returns the DSN of a server where the tests may create
+// databases, from ASTRABOX_TEST_POSTGRES; without it the test is skipped
+// (failed in CI).
+func adminDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("ASTRABOX_TEST_POSTGRES")
+	testenv.Need(t, dsn != "", "PostgreSQL (set ASTRABOX_TEST_POSTGRES)")
+	return dsn
+}
+
+// withDatabase returns dsn naming database name instead of its own.
+func withDatabase(t *testing.T, dsn, name string) string {
+	t.Helper()
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("parse ASTRABOX_TEST_POSTGRES: %v", err)
+		}
+		u.Path = "/" + name
+		u.RawPath = ""
+		return u.String()
+	}
+	return dsn + " dbname=" + name // key=value form: the last setting wins
+}
+
+// freshDatabase creates an empty database with a random name, dropped when t
+// ends, and returns its DSN.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	admin := adminDSN(t)
+	b := make([]byte, 8)
+	rand.Read(b)
+	name := "astrabox_test_" + hex.EncodeToString(b)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect to ASTRABOX_TEST_POSTGRES: %v", err)
+	}
+	defer conn.Close(ctx)
+	// UTF8 and the C locale whatever the cluster's defaults, which depend on
+	// the locale of the machine that ran initdb.
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+
+		" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("connect to drop database: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+	})
+	return withDatabase(t, admin, name)
+}
+
+// open opens a store on a fresh database.
+func open(t *testing.T) store.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), freshDatabase(t))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+func TestStore(t *testing.T) {
+	adminDSN(t)
+	storetest.Run(t, open)
+}
+
+// TestConcurrentOpen opens one new database from several goroutines at
+// once, as replicas starting together would: the advisory lock lets each
+// migration run once and every Open succeed.
+func TestConcurrentOpen(t *testing.T) {
+	dsn := freshDatabase(t)
+	const n = 6
+	stores := make([]*postgres.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = postgres.Open(t.Context(), dsn) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("open %d: %v", i, err)
+			continue
+		}
+		defer stores[i].Close()
+	}
+	if t.Failed() {
+		return
+	}
+	if err := stores[0].CreateSandbox(t.Context(), &store.Sandbox{ID: "box", State: sandbox.StateRunning}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := stores[n-1].GetSandbox(t.Context(), "box"); err != nil {
+		t.Errorf("get through another store: %v", err)
+	}
+}
+
+func TestSurvivesReopen(t *testing.T) {
+	dsn := freshDatabase(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := s.CreateSandbox(ctx, &store.Sandbox{ID: "box", Metadata: map[string]string{"k": "v"}}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	seq, err := s.AppendEvent(ctx, store.Event{SandboxID: "box", State: sandbox.StateRunning})
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+
+	s, err = postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if got, err := s.GetSandbox(ctx, "box"); err != nil || got.Metadata["k"] != "v" {
+		t.Errorf("after reopen: %+v, %v", got, err)
+	}
+	if next, err := s.AppendEvent(ctx, store.Event{SandboxID: "box", State: sandbox.StateTerminated}); err != nil || next <= seq {
+		t.Errorf("seq after reopen = %d, %v; want > %d", next, err, seq)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		dsn  string
+	}{
+		{"empty", ""},
+		{"malformed", "postgres://%zz"},
+		{"no server", "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if s, err := postgres.Open(ctx, tc.dsn); err == nil {
+				s.Close()
+				t.Errorf("open %q succeeded", tc.dsn)
+			}
+		})
+	}
+}

@@ -1,0 +1,90 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Times are stored as unix microseconds, which is the precision the store
+// keeps, and read back in UTC.
+
+// micros encodes t.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros decodes a time stored by micros.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// nullMicros encodes an optional time.
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: micros(*t), Valid: true}
+}
+
+// fromNullMicros decodes an optional time.
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+// nowIfZero returns t, or the current time when t is zero.
+func nowIfZero(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now().UTC()
+	}
+	return t
+}
+
+// encodeMetadata returns m as a JSON object; nil is "{}".
+func encodeMetadata(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode metadata: %w", err)
+	}
+	return string(b), nil
+}
+
+// decodeMetadata returns the map stored by encodeMetadata, never nil.
+func decodeMetadata(s string) (map[string]string, error) {
+	m := map[string]string{}
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, fmt.Errorf("decode metadata: %w", err)
+	}
+	if m == nil { // the JSON was null
+		m = map[string]string{}
+	}
+	return m, nil
+}
+
+// encodeEntrypoint returns a JSON array, or NULL for an empty one.
+func encodeEntrypoint(a []string) (sql.NullString, error) {
+	if len(a) == 0 {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("encode entrypoint: %w", err)
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// decodeEntrypoint returns the array stored by encodeEntrypoint; NULL is nil.
+func decodeEntrypoint(v sql.NullString) ([]string, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	var a []string
+	if err := json.Unmarshal([]byte(v.String), &a); err != nil {
+		return nil, fmt.Errorf("decode entrypoint: %w", err)
+	}
+	return a, nil
+}

@@ -1,0 +1,198 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// increment adds one to the "n" metadata of sandbox id by read, change,
+// update, retrying on ErrConflict; it returns how many tries it took.
+func increment(ctx context.Context, st store.Store, id string) (int, error) {
+	for try := 1; ; try++ {
+		s, err := st.GetSandbox(ctx, id)
+		if err != nil {
+			return try, err
+		}
+		n, _ := strconv.Atoi(s.Metadata["n"])
+		s.Metadata["n"] = strconv.Itoa(n + 1)
+		err = st.UpdateSandbox(ctx, s)
+		if !errors.Is(err, store.ErrConflict) {
+			return try, err
+		}
+		if try == 1000 {
+			return try, fmt.Errorf("still conflicting after %d tries: %w", try, err)
+		}
+	}
+}
+
+// testConcurrent has goroutines create and update their own records while
+// all of them increment one shared record and read lists: no write may be
+// lost and no call may fail (SQLITE_BUSY, serialization errors).
+func testConcurrent(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	const workers, own, updates, increments = 8, 6, 3, 10
+	mustCreate(t, st, newSandbox("shared", func(s *store.Sandbox) { s.Metadata = map[string]string{"n": "0"} }))
+
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*2)
+	for w := range workers {
+		wg.Go(func() {
+			err := func() error {
+				for i := range own {
+					id := fmt.Sprintf("w%d-%d", w, i)
+					s := newSandbox(id, func(s *store.Sandbox) { s.Metadata = map[string]string{"worker": strconv.Itoa(w)} })
+					if err := st.CreateSandbox(ctx, s); err != nil {
+						return err
+					}
+					for u := range updates {
+						s.Reason = fmt.Sprint("update ", u)
+						if err := st.UpdateSandbox(ctx, s); err != nil {
+							return err
+						}
+					}
+					if _, err := st.AppendEvent(ctx, store.Event{SandboxID: id, State: sandbox.StateRunning, At: t0}); err != nil {
+						return err
+					}
+					if _, err := increment(ctx, st, "shared"); err != nil {
+						return err
+					}
+				}
+				for range increments - own {
+					if _, err := increment(ctx, st, "shared"); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+			if err != nil {
+				errs <- fmt.Errorf("worker %d: %w", w, err)
+			}
+		})
+		wg.Go(func() { // a reader beside each writer
+			for range own {
+				if _, _, err := st.ListSandboxes(ctx, store.ListFilter{Metadata: map[string]string{"worker": strconv.Itoa(w)}}); err != nil {
+					errs <- fmt.Errorf("reader %d: %w", w, err)
+					return
+				}
+				if _, err := st.CountActive(ctx, ""); err != nil {
+					errs <- fmt.Errorf("reader %d: %w", w, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+
+	shared := mustGet(t, st, "shared")
+	if shared.Metadata["n"] != strconv.Itoa(workers*increments) || shared.Version != workers*increments+1 {
+		t.Errorf("shared record: n = %s, version %d; want %d, %d (lost updates)",
+			shared.Metadata["n"], shared.Version, workers*increments, workers*increments+1)
+	}
+	for w := range workers {
+		got, total, err := st.ListSandboxes(ctx, store.ListFilter{Metadata: map[string]string{"worker": strconv.Itoa(w)}})
+		if err != nil || total != own {
+			t.Fatalf("records of worker %d: %d, %v; want %d", w, total, err, own)
+		}
+		for _, s := range got {
+			if s.Version != updates+1 || s.Reason != fmt.Sprint("update ", updates-1) {
+				t.Errorf("%s: version %d reason %q", s.ID, s.Version, s.Reason)
+			}
+		}
+	}
+	if n, err := st.CountActive(ctx, "native"); err != nil || n != workers*own+1 {
+		t.Errorf("CountActive = %d, %v; want %d", n, err, workers*own+1)
+	}
+}
+
+// testCreateRace creates one id from many goroutines: exactly one succeeds,
+// the others get ErrConflict.
+func testCreateRace(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	const n = 12
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = st.CreateSandbox(ctx, newSandbox("box", func(s *store.Sandbox) { s.Reason = strconv.Itoa(i) }))
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Errorf("creates %d and %d both succeeded", won, i)
+		case err == nil:
+			won = i
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("create %d: %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if won < 0 {
+		t.Fatal("no create succeeded")
+	}
+	if got := mustGet(t, st, "box"); got.Reason != strconv.Itoa(won) || got.Version != 1 {
+		t.Errorf("stored reason %q version %d, want %q version 1", got.Reason, got.Version, strconv.Itoa(won))
+	}
+}
+
+// testCanceledContext calls every method with a canceled context: each
+// fails with an error that wraps context.Canceled.
+func testCanceledContext(t *testing.T, st store.Store) {
+	mustCreate(t, st, newSandbox("box"))
+	ctx := canceled()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"CreateSandbox", func() error { return st.CreateSandbox(ctx, newSandbox("other")) }},
+		{"GetSandbox", func() error { _, err := st.GetSandbox(ctx, "box"); return err }},
+		{"UpdateSandbox", func() error {
+			return st.UpdateSandbox(ctx, newSandbox("box", func(s *store.Sandbox) { s.Version = 1 }))
+		}},
+		{"DeleteSandbox", func() error { return st.DeleteSandbox(ctx, "box") }},
+		{"ListSandboxes", func() error { _, _, err := st.ListSandboxes(ctx, store.ListFilter{}); return err }},
+		{"CountActive", func() error { _, err := st.CountActive(ctx, ""); return err }},
+		{"AppendEvent", func() error { _, err := st.AppendEvent(ctx, store.Event{SandboxID: "box"}); return err }},
+		{"Events", func() error { _, err := st.Events(ctx, "box", 0); return err }},
+		{"PutIdempotency", func() error { _, _, err := st.PutIdempotency(ctx, store.Idempotency{Key: "k"}); return err }},
+		{"CompleteIdempotency", func() error { return st.CompleteIdempotency(ctx, store.Idempotency{Key: "k"}) }},
+		{"DeleteIdempotency", func() error { return st.DeleteIdempotency(ctx, "k") }},
+		{"DeleteIdempotencyBefore", func() error { return st.DeleteIdempotencyBefore(ctx, t0) }},
+		{"PutProfile", func() error { return st.PutProfile(ctx, store.Profile{Name: "p"}) }},
+		{"GetProfile", func() error { _, err := st.GetProfile(ctx, "p"); return err }},
+		{"ListProfiles", func() error { _, err := st.ListProfiles(ctx); return err }},
+		{"DeleteProfile", func() error { return st.DeleteProfile(ctx, "p") }},
+		{"Ping", func() error { return st.Ping(ctx) }},
+	}
+	for _, c := range calls {
+		checkErr(t, c.name, c.call(), context.Canceled)
+	}
+	// Nothing was done, and the store still works.
+	if got := mustGet(t, st, "box"); got.Version != 1 {
+		t.Errorf("version after canceled update = %d, want 1", got.Version)
+	}
+	if _, err := st.GetSandbox(t.Context(), "other"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a canceled create stored its record: %v", err)
+	}
+}
+
+func testPing(t *testing.T, st store.Store) {
+	if err := st.Ping(t.Context()); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}
