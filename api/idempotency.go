@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -92,4 +93,21 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope string
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// ForgetIdempotency removes remembered answers older than a day, every
+// interval, until ctx ends.
+func (s *Server) ForgetIdempotency(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := s.cfg.Store.DeleteIdempotencyBefore(ctx, time.Now().Add(-idempotencyTTL)); err != nil && ctx.Err() == nil {
+			s.log.Warn("forget idempotency keys", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

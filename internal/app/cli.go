@@ -168,7 +168,7 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 		return printJSON(out, sb)
 	case "rm":
 		if len(rest) == 0 {
-			return errors.New("usage: astrabox sandbox rm ID...")
+			return errors.New("usage: astrabox sandbox rm ID [MORE IDS]")
 		}
 		for _, id := range rest {
 			if err := c.Delete(ctx, id); err != nil {

@@ -14,9 +14,6 @@ import (
 	"github.com/astrabox/astrabox/image"
 )
 
-// imageDataDir is the default --data-dir of the image commands.
-const imageDataDir = "/var/lib/astrabox"
-
 const imageUsage = `usage: astrabox image <command> [flags]
 
 commands:
@@ -30,10 +27,10 @@ commands:
   rm NAME           remove an image (no box may be running on it)
   prune             delete old versions left by --replace
 
-every command takes --data-dir DIR (default ` + imageDataDir + `; images in DIR/images)
+every command takes --data-dir DIR (default: the server's; images in DIR/images)
 and --log-level LEVEL (default warn)`
 
-func runImage(ctx context.Context, args []string, stdio IO, _ Env) error {
+func runImage(ctx context.Context, args []string, stdio IO, env Env) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdio.Stdout, imageUsage)
 		return nil
@@ -41,7 +38,7 @@ func runImage(ctx context.Context, args []string, stdio IO, _ Env) error {
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("image "+sub, flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
-	dataDir := fs.String("data-dir", imageDataDir, "AstraBox's data directory (images are kept in DATA_DIR/images)")
+	dataDir := fs.String("data-dir", defaultDataDir(env), "AstraBox's data directory (images are kept in DATA_DIR/images)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	open := func() (*image.Store, error) {
 		log, err := newLogger(stdio.Stderr, *logLevel)

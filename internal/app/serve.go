@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
@@ -108,6 +109,10 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	}
 	defer st.Close()
 
+	images, err := image.Open(filepath.Join(*dataDir, "images"), log.With("component", "images"))
+	if err != nil {
+		return fmt.Errorf("open image store: %w", err)
+	}
 	enabled := map[string]sandbox.Provider{}
 	var order []string
 	for _, name := range strings.Split(*backends, ",") {
@@ -115,7 +120,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		if name == "" {
 			continue
 		}
-		p, err := newBackend(name, *dataDir, log)
+		p, err := newBackend(name, *dataDir, images, log)
 		if err != nil {
 			return err
 		}
@@ -164,6 +169,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	rctx, stopReconcile := context.WithCancel(ctx)
 	defer stopReconcile()
 	go svc.Reconcile(rctx, 5*time.Second)
+	go handler.ForgetIdempotency(rctx, 10*time.Minute)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	fmt.Fprintf(stdio.Stderr, "AstraBox serving on http://%s (backends: %s; data: %s)\n", l.Addr(), strings.Join(order, ","), *dataDir)
@@ -198,13 +204,13 @@ func openStore(ctx context.Context, database, dataDir string) (store.Store, erro
 	return s, nil
 }
 
-func newBackend(name, dataDir string, log *slog.Logger) (sandbox.Provider, error) {
+func newBackend(name, dataDir string, images *image.Store, log *slog.Logger) (sandbox.Provider, error) {
 	switch name {
 	case "native":
 		if os.Geteuid() != 0 {
 			return nil, errors.New("the native backend needs root (it creates namespaces and cgroups): run as root")
 		}
-		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Logger: log.With("backend", "native")})
+		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Images: images.Resolve, Logger: log.With("backend", "native")})
 		if err != nil {
 			return nil, err
 		}

@@ -1,33 +1,29 @@
 package native_test
 
 import (
-	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/astrabox/astrabox/internal/app"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
 )
 
-// TestMain lets the test binary serve as the astrabox binary inside boxes:
-// the backend runs it as `astrabox init`, and init runs it as `astrabox
-// execd`.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "init" || os.Args[1] == "execd") {
-		ctx, stop := app.SignalContext(context.Background())
-		code := app.Main(ctx, os.Args[1:], app.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, app.OSEnv)
-		stop()
-		os.Exit(code)
+	code := m.Run()
+	if builtPath != "" {
+		os.RemoveAll(filepath.Dir(builtPath))
 	}
-	os.Exit(m.Run())
+	os.Exit(code)
 }
 
 type harness struct {
@@ -68,8 +64,39 @@ func (h *harness) CheckGone(t *testing.T, id string) {
 	}
 }
 
+var (
+	buildOnce sync.Once
+	builtPath string
+	buildErr  error
+)
+
+// astraboxBinary builds the astrabox binary (static, without the race
+// detector) once per test run, so that boxes run what users run: the
+// race-instrumented test binary needs several times the memory and
+// threads, which the resource-limit tests would measure instead.
+func astraboxBinary(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "astrabox-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtPath = filepath.Join(dir, "astrabox")
+		cmd := exec.Command("go", "build", "-o", builtPath, "github.com/astrabox/astrabox/cmd/astrabox")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		testenv.Need(t, false, "building the astrabox binary ("+buildErr.Error()+")")
+	}
+	return builtPath
+}
+
 func newHarness(t *testing.T) *harness {
 	testenv.NeedRoot(t)
+	binary := astraboxBinary(t)
 	dir, err := os.MkdirTemp("", "astrabox-native-")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +106,7 @@ func newHarness(t *testing.T) *harness {
 		os.RemoveAll(dir)
 	})
 	cgroup := "astrabox-test-" + strconv.Itoa(os.Getpid())
-	p, err := native.New(native.Config{DataDir: dir, Binary: os.Args[0], CgroupParent: cgroup})
+	p, err := native.New(native.Config{DataDir: dir, Binary: binary, CgroupParent: cgroup})
 	if err != nil {
 		t.Fatal(err)
 	}

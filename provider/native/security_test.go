@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,23 +191,49 @@ func TestSecurityIsolationBetweenBoxes(t *testing.T) {
 
 func TestSecurityResourceLimits(t *testing.T) {
 	h := newHarness(t)
-	spec := sandbox.Spec{Image: "host", Resources: sandbox.Resources{MemoryBytes: 128 << 20, PIDs: 64, DiskBytes: 64 << 20, MilliCPU: 500}}
-	b := sandboxtest.NewBox(t, h, &spec)
+	spec := sandbox.Spec{Image: "host", Resources: sandbox.Resources{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 64 << 20, MilliCPU: 500}}
+	// Each hazard gets a box of its own, so one's aftermath cannot blur
+	// another's result.
+	newBox := func(t *testing.T) *sandboxtest.Box { return sandboxtest.NewBox(t, h, &spec) }
 
 	t.Run("fork bomb", func(t *testing.T) {
-		ex, err := b.Client.Run(ctx(t), wire.RunCommandRequest{Command: "bomb() { bomb | bomb & }; bomb", Timeout: 3000})
-		if err != nil {
+		b := newBox(t)
+		// The bomb backgrounds itself, so the command returns at once and
+		// the bomb runs on: the pids limit must hold it, the host must stay
+		// responsive, and delete must still remove everything.
+		if _, err := b.Client.Run(ctx(t), wire.RunCommandRequest{Command: "bomb() { bomb | bomb & }; bomb"}); err != nil {
 			t.Fatal(err)
 		}
-		_ = ex
-		// The box survives and answers once the bomb is gone.
-		if code, out, _ := sh(t, b, nil, "echo alive"); code != 0 || out != "alive\n" {
-			t.Fatalf("box did not survive the fork bomb: %d %q", code, out)
+		pids := filepath.Join("/sys/fs/cgroup/pids", h.cgroup, b.ID, "pids.current")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cur, _ := os.ReadFile(pids)
+			n, _ := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64)
+			if n > spec.Resources.PIDs {
+				t.Fatalf("%d tasks in a box limited to %d", n, spec.Resources.PIDs)
+			}
+			if n >= spec.Resources.PIDs-2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the bomb never reached the limit (%d tasks)", n)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
+		if out, err := exec.Command("sh", "-c", "echo host-alive").Output(); err != nil || string(out) != "host-alive\n" {
+			t.Fatalf("host cannot fork during the bomb: %v", err)
+		}
+		start := time.Now()
+		if err := h.Provider().Delete(ctx(t), b.ID); err != nil {
+			t.Fatalf("delete during a fork bomb: %v", err)
+		}
+		t.Logf("deleted a box at its pids limit in %s", time.Since(start))
+		h.CheckGone(t, b.ID)
 	})
 
 	t.Run("memory hog is OOM-killed inside", func(t *testing.T) {
-		code, _, _ := sh(t, b, nil, `python3 -c 'b = bytearray(512 << 20)'`)
+		b := newBox(t)
+		code, _, _ := sh(t, b, nil, `python3 -c 'b = bytearray(1 << 30)'`)
 		if code != 137 {
 			t.Fatalf("exit %d, want 137 (OOM kill)", code)
 		}
@@ -213,6 +243,7 @@ func TestSecurityResourceLimits(t *testing.T) {
 	})
 
 	t.Run("disk fill stops at the limit", func(t *testing.T) {
+		b := newBox(t)
 		for _, dir := range []string{"/workspace", "/tmp"} {
 			code, _, errOut := sh(t, b, nil, "head -c 200M /dev/zero > "+dir+"/fill")
 			if code == 0 || !strings.Contains(errOut, "No space left") {
@@ -223,6 +254,7 @@ func TestSecurityResourceLimits(t *testing.T) {
 	})
 
 	t.Run("pause and resume", func(t *testing.T) {
+		b := newBox(t)
 		p := h.Provider()
 		if err := p.Pause(ctx(t), b.ID); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"modernc.org/sqlite"
 
@@ -81,7 +82,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingBusy(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -110,6 +111,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 	return &Store{w: w, r: r}, nil
+}
+
+// pingBusy opens the first connection, retrying while another process
+// holds the lock that switching the file to WAL needs (SQLite answers that
+// with SQLITE_BUSY at once instead of waiting out the busy timeout).
+func pingBusy(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeoutMillis * time.Millisecond)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // openDB returns a pool of connections to the file at the absolute path abs,
