@@ -8,6 +8,7 @@ TOOLS     := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 45m
 BENCH_FLAGS  ?=
+RUN_FLAGS    ?=
 
 .DEFAULT_GOAL := help
 
@@ -20,10 +21,8 @@ build: ## build the static astrabox binary into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/astrabox
 
 .PHONY: run
-run: build ## start AstraBox (for now: execd on 127.0.0.1:44772, token in ./bin/execd.token)
-	@umask 077; [ -s bin/execd.token ] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > bin/execd.token
-	@echo "execd on http://127.0.0.1:44772  (header X-EXECD-ACCESS-TOKEN: $$(cat bin/execd.token))"
-	./$(BIN) execd --listen 127.0.0.1:44772 --access-token-file bin/execd.token
+run: build ## start AstraBox: the server on 127.0.0.1:8080 with native sandboxes (needs root)
+	./$(BIN) serve $(RUN_FLAGS)
 
 .PHONY: test
 test: ## vet and run every test with the race detector

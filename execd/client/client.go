@@ -123,6 +123,8 @@ type request struct {
 	body        io.Reader
 	contentType string
 	header      http.Header
+	// contentLength, when set, is the exact body length (else chunked).
+	contentLength *int64
 }
 
 // do sends req and returns the response for a 2xx status; any other status
@@ -142,6 +144,9 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	}
 	if req.contentType != "" {
 		hr.Header.Set("Content-Type", req.contentType)
+	}
+	if req.contentLength != nil {
+		hr.ContentLength = *req.contentLength
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path"
 	"strconv"
+	"sync"
 
 	"github.com/astrabox/astrabox/execd/wire"
 )
@@ -34,7 +35,65 @@ type UploadOptions struct {
 	SHA256 string
 }
 
-// Upload streams r to the file at path in the box (absolute, or relative to
+// Upload streams r into a new file at path: the raw body of one request
+// (AstraBox's fast path; UploadMultipart sends the OpenSandbox form). The
+// file appears only once complete and verified (size, and SHA-256 when
+// given). r is read until EOF or until the request fails, and never after
+// Upload returns (so a Read that blocks delays the return). Errors from
+// execd are *APIError: PAYLOAD_TOO_LARGE, UPLOAD_VERIFICATION_FAILED,
+// INVALID_PATH, INVALID_FILE_METADATA.
+func (c *Client) Upload(ctx context.Context, path string, r io.Reader, opts UploadOptions) error {
+	q := url.Values{"path": {path}}
+	if opts.Mode != 0 {
+		q.Set("mode", strconv.Itoa(opts.Mode))
+	}
+	if opts.Owner != "" {
+		q.Set("owner", opts.Owner)
+	}
+	if opts.Group != "" {
+		q.Set("group", opts.Group)
+	}
+	if opts.Size != nil {
+		q.Set("size", strconv.FormatInt(*opts.Size, 10))
+	}
+	if opts.SHA256 != "" {
+		q.Set("sha256", opts.SHA256)
+	}
+	body := &guardedReader{r: r}
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: "/files/upload", query: q, body: body,
+		contentType: "application/octet-stream", contentLength: opts.Size})
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		err = resp.Body.Close()
+	}
+	body.close()
+	return err
+}
+
+// guardedReader stops reading its source once closed; close waits for a
+// read in progress, so the source is never read after close returns.
+type guardedReader struct {
+	mu     sync.Mutex
+	r      io.Reader
+	closed bool
+}
+
+func (g *guardedReader) Read(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return 0, errUploadEnded
+	}
+	return g.r.Read(p)
+}
+
+func (g *guardedReader) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// UploadMultipart streams r to the file at path in the box (absolute, or relative to
 // execd's working directory), creating parent directories. Nothing is
 // buffered beyond one copy buffer: the multipart body is produced by a
 // goroutine through a pipe while the request is sent. The file appears
@@ -42,7 +101,7 @@ type UploadOptions struct {
 // request fails, and never after Upload returns (so a Read that blocks
 // delays the return). Errors from execd are *APIError: PAYLOAD_TOO_LARGE,
 // UPLOAD_VERIFICATION_FAILED, INVALID_PATH, INVALID_FILE_METADATA.
-func (c *Client) Upload(ctx context.Context, path string, r io.Reader, opts UploadOptions) error {
+func (c *Client) UploadMultipart(ctx context.Context, path string, r io.Reader, opts UploadOptions) error {
 	meta, err := json.Marshal(wire.FileMetadata{Path: path, Owner: opts.Owner, Group: opts.Group,
 		Mode: opts.Mode, Size: opts.Size, SHA256: opts.SHA256})
 	if err != nil {

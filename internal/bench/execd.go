@@ -99,14 +99,14 @@ func benchExec(ctx context.Context, c *client.Client, n int) (Row, error) {
 		}
 		box = append(box, time.Since(start))
 		start = time.Now()
-		if err := exec.CommandContext(ctx, "sh", "-c", "true").Run(); err != nil {
+		if err := exec.CommandContext(ctx, "bash", "-c", "true").Run(); err != nil {
 			return Row{}, fmt.Errorf("host exec: %w", err)
 		}
 		host = append(host, time.Since(start))
 	}
 	bl, hl := summarize(box), summarize(host)
 	return Row{Scenario: "exec round trip of `true` (p50)", Unit: "ms", Subject: bl.P50, Alternative: hl.P50,
-		AltName: "fork+exec of sh -c true on the host", Latency: &bl, AltLatency: &hl}, nil
+		AltName: "fork+exec of bash -c true on the host (execd's shell)", Latency: &bl, AltLatency: &hl}, nil
 }
 
 func benchStream(ctx context.Context, c *client.Client, size int64, repeat int) (Row, error) {

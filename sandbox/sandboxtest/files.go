@@ -53,6 +53,24 @@ func testFiles(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("MultipartUpload", func(t *testing.T) {
+		// The OpenSandbox SDKs' form: metadata part, then file part.
+		ctx := ctxFor(t, time.Minute)
+		data := bytes.Repeat([]byte("multipart\x00\xff"), 50000)
+		sum := sha256.Sum256(data)
+		size := int64(len(data))
+		if err := c.UploadMultipart(ctx, "mp/file.bin", bytes.NewReader(data), client.UploadOptions{Mode: 600, Size: &size, SHA256: hex.EncodeToString(sum[:])}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.ReadFile(ctx, "mp/file.bin")
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read back %d bytes (want %d): %v", len(got), len(data), err)
+		}
+		bad := hex.EncodeToString(make([]byte, 32))
+		err = c.UploadMultipart(ctx, "mp/bad.bin", bytes.NewReader(data), client.UploadOptions{SHA256: bad})
+		wantCode(t, err, sandbox.CodeUploadVerification)
+	})
+
 	t.Run("LargeFile", func(t *testing.T) {
 		size := int64(largeFileSize)
 		if testing.Short() {
