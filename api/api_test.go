@@ -340,3 +340,55 @@ func lifecycleAt(t *testing.T, e *env, at time.Time) *lifecycle.Service {
 }
 
 var _ = fmt.Sprint
+
+func TestHealthMetricsOpenAPI(t *testing.T) {
+	e := newEnv(t, 0)
+	tests := []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/healthz", 200, `"ok"`},
+		{"/health", 200, `"ok"`},
+		{"/readyz", 200, `"ready":true`},
+		{"/metrics", 200, `astrabox_sandboxes{backend="process",state="Running"}`},
+		{"/openapi.yaml", 200, "Idempotency-Key"},
+	}
+	for _, tt := range tests {
+		resp, err := http.Get(e.srv.URL + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
+			t.Errorf("GET %s: %d %.200s", tt.path, resp.StatusCode, b)
+		}
+	}
+}
+
+func TestEventsStream(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600)}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string)
+	go func() {
+		var states []string
+		_ = e.c.Events(ctx, sb.ID, 0, func(ev wire.StateEvent) error {
+			states = append(states, ev.State)
+			return nil
+		})
+		done <- states
+	}()
+	if err := e.c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	states := <-done
+	want := []string{"Pending", "Running", "Stopping", "Terminated"}
+	if strings.Join(states, ",") != strings.Join(want, ",") {
+		t.Fatalf("events %v, want %v", states, want)
+	}
+}

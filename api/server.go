@@ -40,7 +40,8 @@ type Config struct {
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
-	// OpenAPI is served at /openapi.yaml when set.
+	// OpenAPI is served at /openapi.yaml (default: the embedded document
+	// of AstraBox's additions).
 	OpenAPI []byte
 }
 
@@ -65,6 +66,9 @@ func New(cfg Config) *Server {
 	if len(cfg.SigningKey) == 0 {
 		cfg.SigningKey = make([]byte, 32)
 		_, _ = rand.Read(cfg.SigningKey)
+	}
+	if len(cfg.OpenAPI) == 0 {
+		cfg.OpenAPI = OpenAPI
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux()}
 	s.transport = s.newProxyTransport()
