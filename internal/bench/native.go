@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,7 +113,7 @@ func RunNative(ctx context.Context, cfg NativeConfig) (Report, error) {
 		Unit: "ms", Subject: wall, Alternative: pwall, AltName: "process harness", Latency: &lat, AltLatency: &plat})
 
 	progress("%d create/delete cycles", cfg.Cycles)
-	before := snapshotHost()
+	before := snapshotHost(cfg.Dir, cgroupParent)
 	start := time.Now()
 	for i := 0; i < cfg.Cycles; i++ {
 		id := fmt.Sprintf("cycle-%d-%d", os.Getpid(), i)
@@ -124,7 +125,7 @@ func RunNative(ctx context.Context, cfg NativeConfig) (Report, error) {
 		}
 	}
 	perCycle := ms(time.Since(start)) / float64(max(cfg.Cycles, 1))
-	leaks := snapshotHost().diff(before)
+	leaks := snapshotHost(cfg.Dir, cgroupParent).diff(before)
 	rep.Rows = append(rep.Rows, Row{Scenario: fmt.Sprintf("create+delete cycle, %d cycles; leaked: %s", cfg.Cycles, leaks), Unit: "ms", Subject: perCycle, AltName: "-"})
 	return rep, nil
 }
@@ -273,31 +274,57 @@ func concurrentCreates(ctx context.Context, p sandbox.Provider, spec sandbox.Spe
 	return wall, failures, summarize(ds), err
 }
 
-// hostSnapshot counts what a box could leak on the host.
-type hostSnapshot struct{ mounts, cgroups, procs int }
+// hostSnapshot counts what boxes could leak on the host: mounts under the
+// benchmark's directory, cgroups under its cgroup parent, processes running
+// as a box uid, and box directories and uid-range slots.
+type hostSnapshot struct{ mounts, cgroups, procs, dirs int }
 
-func snapshotHost() hostSnapshot {
+func snapshotHost(dir, cgroupParent string) hostSnapshot {
 	var s hostSnapshot
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		s.mounts = strings.Count(string(b), "\n")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, dir) && !strings.Contains(line, filepath.Join(dir, "native", "bin")) {
+				s.mounts++
+			}
+		}
 	}
-	for _, c := range []string{"pids", ""} {
-		filepath.WalkDir(filepath.Join("/sys/fs/cgroup", c), func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && strings.Contains(path, "astrabox") {
+	for _, c := range []string{"pids", "memory", "cpu", "freezer", ""} {
+		entries, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup", c, cgroupParent))
+		for _, e := range entries {
+			if e.IsDir() {
 				s.cgroups++
 			}
-			return nil
-		})
+		}
 	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if e.Name()[0] >= '0' && e.Name()[0] <= '9' {
-			s.procs++
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
 		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+				f := strings.Fields(rest)
+				if len(f) > 0 {
+					if uid, err := strconv.Atoi(f[0]); err == nil && uid >= 1<<20 {
+						s.procs++
+					}
+				}
+				break
+			}
+		}
+	}
+	for _, d := range []string{"boxes", "slots"} {
+		entries, _ := os.ReadDir(filepath.Join(dir, "native", d))
+		s.dirs += len(entries)
 	}
 	return s
 }
 
 func (s hostSnapshot) diff(before hostSnapshot) string {
-	return fmt.Sprintf("%d mounts, %d cgroups, %d processes", s.mounts-before.mounts, s.cgroups-before.cgroups, s.procs-before.procs)
+	return fmt.Sprintf("%d mounts, %d cgroups, %d processes, %d dirs", s.mounts-before.mounts, s.cgroups-before.cgroups,
+		s.procs-before.procs, s.dirs-before.dirs)
 }
