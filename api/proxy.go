@@ -77,9 +77,37 @@ func (s *Server) newProxyTransport() *http.Transport {
 	}
 }
 
-// getEndpoint returns the server-proxy endpoint of a port. `expires`
-// (addition) sets the lifetime of the signed token in seconds (default:
-// until the sandbox expires, or 24 hours).
+// maxTokenLifetime bounds how far ahead `expires` may put a token's expiry.
+const maxTokenLifetime = 7 * 24 * time.Hour
+
+// parseExpires reads the `expires` query parameter of an endpoint request
+// as the time its token stops working. The specification (and the
+// OpenSandbox SDKs' getSignedEndpoint) gives Unix epoch seconds; AstraBox
+// also takes, as before, a lifetime of 1 to 604800 seconds. The two cannot
+// be confused: every epoch time in that range lies in January 1970. Either
+// way the expiry must be in the future and at most 7 days ahead.
+func parseExpires(v string, now time.Time) (time.Time, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return time.Time{}, sandbox.Errorf(sandbox.CodeInvalidRequest,
+			"expires must be Unix epoch seconds (or a lifetime of 1 to %d seconds), got %q", int64(maxTokenLifetime/time.Second), v)
+	}
+	if n <= int64(maxTokenLifetime/time.Second) {
+		return now.Add(time.Duration(n) * time.Second), nil
+	}
+	at := time.Unix(n, 0)
+	switch {
+	case !at.After(now):
+		return time.Time{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "expires %d (%s) is not in the future", n, at.UTC().Format(time.RFC3339))
+	case at.After(now.Add(maxTokenLifetime)):
+		return time.Time{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "expires %d (%s) is more than 7 days ahead", n, at.UTC().Format(time.RFC3339))
+	}
+	return at, nil
+}
+
+// getEndpoint returns the server-proxy endpoint of a port. `expires` sets
+// when its signed token stops working (see parseExpires; default: when the
+// sandbox expires, or in 24 hours).
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	port, err := parsePort(r.PathValue("port"))
@@ -97,12 +125,10 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		exp = *rec.ExpiresAt
 	}
 	if v := r.URL.Query().Get("expires"); v != "" {
-		secs, err := strconv.Atoi(v)
-		if err != nil || secs < 1 || secs > 7*24*3600 {
-			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "expires must be seconds from 1 to 604800"))
+		if exp, err = parseExpires(v, time.Now()); err != nil {
+			writeError(w, err)
 			return
 		}
-		exp = time.Now().Add(time.Duration(secs) * time.Second)
 	}
 	exp = exp.Truncate(time.Second).UTC()
 	writeJSON(w, http.StatusOK, Endpoint{

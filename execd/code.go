@@ -18,7 +18,6 @@ import (
 	"github.com/astrabox/astrabox/execd/outlog"
 	"github.com/astrabox/astrabox/execd/pydriver"
 	"github.com/astrabox/astrabox/execd/wire"
-	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -602,7 +601,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		streamCodeRun(r.Context(), sse.NewWriter(w), cc.py, run)
+		streamCodeRun(r.Context(), newEventWriter(w, r), cc.py, run)
 		return
 	}
 	if err := validateShellRun(req.Code, "", 0); err != nil {
@@ -618,13 +617,13 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 	cc.count++
 	n := cc.count
 	cc.mu.Unlock()
-	streamShellRun(r.Context(), sse.NewWriter(w), cc.sh, c, cc.id, n)
+	streamShellRun(r.Context(), newEventWriter(w, r), cc.sh, c, cc.id, n)
 }
 
 // streamCodeRun writes the events of a python cell: init (context id), the
 // output as produced, then execution_count, result, error and
 // execution_complete.
-func streamCodeRun(ctx context.Context, sw *sse.Writer, in *interp, run *codeRun) {
+func streamCodeRun(ctx context.Context, sw *eventWriter, in *interp, run *codeRun) {
 	gone := func() { go in.interrupt() }
 	if err := sw.Event("", wire.EventInit, wire.Event{Type: wire.EventInit, Text: in.id, Timestamp: nowMillis()}); err != nil {
 		run.rec.live.Detach()

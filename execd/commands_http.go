@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/execd/wire"
-	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -49,7 +48,7 @@ func (s *Server) handleRunCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sw := sse.NewWriter(w)
+	sw := newEventWriter(w, r)
 	if err := sw.Event("", wire.EventInit, wire.Event{Type: wire.EventInit, Text: c.id, Timestamp: nowMillis()}); err != nil {
 		if c.live != nil {
 			c.live.Detach()
@@ -77,7 +76,7 @@ func (s *Server) onDisconnect(c *command, req wire.RunCommandRequest) {
 
 // writeCompletion writes the final events of a finished command: the spec's
 // error event for a non-zero exit, then execution_complete with exit_code.
-func writeCompletion(sw *sse.Writer, c *command) error {
+func writeCompletion(sw *eventWriter, c *command) error {
 	st := c.status()
 	if st.ExitCode == nil {
 		return nil
@@ -150,7 +149,7 @@ func (s *Server) handleCommandLogs(w http.ResponseWriter, r *http.Request, id st
 				return
 			}
 		}
-		sw := sse.NewWriter(w)
+		sw := newEventWriter(w, r)
 		sw.Flush()
 		if _, err := streamOutput(r.Context(), sw, c.out, offset, follow, nil); err != nil {
 			return

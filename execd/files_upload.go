@@ -1,20 +1,20 @@
 package execd
 
 import (
-	"strings"
-	"strconv"
-	"hash"
 	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/sandbox"

@@ -17,7 +17,6 @@ import (
 
 	"github.com/astrabox/astrabox/execd/outlog"
 	"github.com/astrabox/astrabox/execd/wire"
-	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -550,7 +549,7 @@ func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	streamShellRun(r.Context(), sse.NewWriter(w), sh, c, sh.id, 0)
+	streamShellRun(r.Context(), newEventWriter(w, r), sh, c, sh.id, 0)
 }
 
 // validateShellRun checks a run's command, cwd and timeout (ms). An
@@ -577,7 +576,7 @@ func validateShellRun(command, cwd string, timeout int64) error {
 // output as produced, then, when count > 0, execution_count, and the
 // completion (error event for a non-zero exit, execution_complete with
 // exit_code). A client that goes away interrupts the run.
-func streamShellRun(ctx context.Context, sw *sse.Writer, sh *shell, c *command, initID string, count int) {
+func streamShellRun(ctx context.Context, sw *eventWriter, sh *shell, c *command, initID string, count int) {
 	gone := func() { go sh.stop(c, "client disconnected", syscall.SIGINT) }
 	if err := sw.Event("", wire.EventInit, wire.Event{Type: wire.EventInit, Text: initID, Timestamp: nowMillis()}); err != nil {
 		c.live.Detach()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/astrabox/astrabox/execd/outlog"
 	"github.com/astrabox/astrabox/execd/wire"
-	"github.com/astrabox/astrabox/internal/sse"
 )
 
 // keepAlive is how often an idle event stream gets a comment frame, so that
@@ -34,7 +33,7 @@ func nowMillis() int64 { return time.Now().UnixMilli() }
 //
 // follower, when not nil, is a Follower already attached at from (to cover
 // the time before this call); streamOutput advances and detaches it.
-func streamOutput(ctx context.Context, sw *sse.Writer, log *outlog.Log, from int64, follow bool, follower *outlog.Follower) (int64, error) {
+func streamOutput(ctx context.Context, sw *eventWriter, log *outlog.Log, from int64, follow bool, follower *outlog.Follower) (int64, error) {
 	var carry [3][]byte
 	pos := from
 	if follower == nil && follow {
@@ -100,13 +99,8 @@ func streamOutput(ctx context.Context, sw *sse.Writer, log *outlog.Log, from int
 	}
 }
 
-func writeOutput(sw *sse.Writer, id string, s outlog.Stream, data []byte) error {
-	typ := wire.EventStdout
-	if s == outlog.Stderr {
-		typ = wire.EventStderr
-	}
-	buf := make([]byte, 0, len(data)+len(data)/8+64)
-	return sw.EventJSON(id, typ, wire.AppendOutputEvent(buf, typ, string(data), nowMillis()))
+func writeOutput(sw *eventWriter, id string, s outlog.Stream, data []byte) error {
+	return sw.Output(id, s, data)
 }
 
 // splitIncompleteRune splits off a trailing, incomplete UTF-8 sequence.

@@ -25,10 +25,11 @@ import (
 
 // Client talks to one execd.
 type Client struct {
-	base   string
-	hc     *http.Client
-	token  string
-	header http.Header
+	base    string
+	hc      *http.Client
+	token   string
+	header  http.Header
+	sseOnly bool
 }
 
 // Option configures a Client.
@@ -47,6 +48,10 @@ func WithHeader(key, value string) Option {
 		c.header.Set(key, value)
 	}
 }
+
+// WithEventStream makes execution streams use Server-Sent Events, the
+// OpenSandbox encoding, instead of AstraBox's binary frames.
+func WithEventStream() Option { return func(c *Client) { c.sseOnly = true } }
 
 // WithHTTPClient sets the HTTP client (and so the transport) to use.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -77,12 +78,61 @@ func (c *Client) stream(ctx context.Context, req request, body any, fn func(Even
 		}
 		req.body, req.contentType = b, "application/json"
 	}
+	if req.header == nil {
+		req.header = http.Header{}
+	}
+	if c.sseOnly {
+		req.header.Set("Accept", "text/event-stream")
+	} else {
+		req.header.Set("Accept", wire.MediaTypeFrames+", text/event-stream")
+	}
 	resp, err := c.do(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == wire.MediaTypeFrames {
+		return readFrames(resp.Body, fn)
+	}
 	return readEvents(resp.Body, fn)
+}
+
+// readFrames parses a wire.MediaTypeFrames stream and calls fn for each
+// event. Output frames become stdout/stderr events whose ID is the resume
+// offset.
+func readFrames(r io.Reader, fn func(Event) error) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	var buf []byte
+	for {
+		kind, off, payload, nbuf, err := wire.ReadFrame(br, buf)
+		buf = nbuf
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read frame stream: %w", err)
+		}
+		var ev Event
+		switch kind {
+		case wire.FrameStdout, wire.FrameStderr:
+			ev.Type = wire.EventStdout
+			if kind == wire.FrameStderr {
+				ev.Type = wire.EventStderr
+			}
+			ev.Text = string(payload)
+			ev.ID = strconv.FormatUint(off, 10)
+		default:
+			if err := jsonUnmarshal(payload, &ev.Event); err != nil {
+				return fmt.Errorf("decode event: %w", err)
+			}
+			if ev.Type == wire.EventPing {
+				continue
+			}
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
 }
 
 // readEvents parses an event stream and calls fn for each event.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -317,13 +318,46 @@ func testCommands(t *testing.T, h Harness) {
 	})
 
 	t.Run("OutputEdgeCases", func(t *testing.T) {
+		// Binary frames carry output bytes exactly, valid UTF-8 or not.
 		ex := run(t, b, `printf 'ok \377\376 end\n'; printf '\342\202\254\n'`)
-		if !utf8.Valid(ex.Stdout) || !strings.Contains(string(ex.Stdout), "ok ") || !strings.Contains(string(ex.Stdout), " end\n€\n") {
-			t.Fatalf("invalid UTF-8 handling: %q", ex.Stdout)
+		if string(ex.Stdout) != "ok \xff\xfe end\n€\n" {
+			t.Fatalf("output bytes changed: %q", ex.Stdout)
 		}
 		ex = run(t, b, "head -c 4194304 /dev/zero | tr '\\0' x")
 		if len(ex.Stdout) != 4<<20 || strings.Trim(string(ex.Stdout), "x") != "" {
 			t.Fatalf("long line: %d bytes", len(ex.Stdout))
+		}
+	})
+
+	t.Run("EventStreamEncoding", func(t *testing.T) {
+		// The OpenSandbox encoding (SSE with JSON), which the SDKs use; the
+		// other subtests use the Go client's binary frames.
+		p := h.Provider()
+		c := client.New("http://execd", client.WithToken(b.Info.AccessToken), client.WithEventStream(),
+			client.WithDialer(func(ctx context.Context) (net.Conn, error) { return p.Dial(ctx, b.ID) }))
+		ex, err := c.Run(ctxFor(t, time.Minute), wire.RunCommandRequest{Command: `printf 'h\303\251 "q" \\\n'; echo err >&2; seq 1 5000; exit 3`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "h\u00e9 \"q\" \\\n" + seqString(1, 5000)
+		if string(ex.Stdout) != want || string(ex.Stderr) != "err\n" || ex.ExitCode != 3 || ex.Error == nil || ex.Error.Value != "3" {
+			t.Fatalf("stdout %q... stderr %q exit %d error %+v", ex.Stdout[:min(len(ex.Stdout), 20)], ex.Stderr, ex.ExitCode, ex.Error)
+		}
+		// JSON text is valid UTF-8: invalid bytes become U+FFFD, a split
+		// multi-byte character stays whole.
+		ex2, err := c.Run(ctxFor(t, time.Minute), wire.RunCommandRequest{Command: `printf 'ok \377\376 end\n'; printf '\342\202'; sleep 0.1; printf '\254\n'`})
+		if err != nil || !utf8.Valid(ex2.Stdout) || string(ex2.Stdout) != "ok \uFFFD\uFFFD end\n€\n" {
+			t.Fatalf("invalid UTF-8 over SSE: %q %v", ex2.Stdout, err)
+		}
+		var rest []byte
+		err = c.FollowLogs(ctxFor(t, time.Minute), ex.ID, 10, false, func(ev client.Event) error {
+			if ev.Type == wire.EventStdout || ev.Type == wire.EventStderr {
+				rest = append(rest, ev.Text...)
+			}
+			return nil
+		})
+		if err != nil || len(rest) != len(want)+len("err\n")-10 {
+			t.Fatalf("replay from offset 10 over SSE: %d bytes (want %d), %v", len(rest), len(want)+4-10, err)
 		}
 	})
 

@@ -1,0 +1,332 @@
+// Package sdk_test drives a real AstraBox server with the official
+// OpenSandbox JavaScript SDK (@alibaba-group/opensandbox, pinned in
+// package-lock.json): it installs the SDK with npm, builds astrabox, serves
+// it with the native backend and runs sdk.test.mjs with node --test.
+//
+// It needs root (the native backend) and node and npm; outside CI it skips
+// without them.
+package sdk_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/astrabox/astrabox/client"
+	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// cgroupParent is the group the native backend of `astrabox serve`
+// creates its boxes under; cgroupControllers are its cgroup v1
+// hierarchies ("" is the v2 unified one).
+const cgroupParent = "astrabox"
+
+var cgroupControllers = []string{"memory", "pids", "cpu", "freezer", ""}
+
+func TestOpenSandboxJSSDK(t *testing.T) {
+	testenv.NeedRoot(t)
+	testenv.NeedCommand(t, "node")
+	testenv.NeedCommand(t, "npm")
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
+	defer cancel()
+
+	pkgDir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installSDK(ctx, t, pkgDir)
+	binary := buildAstrabox(ctx, t)
+	srv := startServer(ctx, t, binary)
+
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", "sdk.test.mjs")
+	cmd.Dir = pkgDir
+	cmd.Env = append(os.Environ(),
+		"OPEN_SANDBOX_DOMAIN="+srv.addr,
+		"OPEN_SANDBOX_API_KEY="+srv.key,
+		"NO_COLOR=1",
+	)
+	out := newLineLogger(t, "sdk: ")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 10 * time.Second
+	err = cmd.Run()
+	out.Flush()
+	if err != nil {
+		t.Fatalf("node --test sdk.test.mjs: %v (its output is above; the server log follows)", err)
+	}
+}
+
+// testTimeout leaves a minute of the test binary's deadline for cleanup.
+func testTimeout(t *testing.T) time.Duration {
+	d := 10 * time.Minute
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl) - time.Minute; left < d {
+			d = left
+		}
+	}
+	return d
+}
+
+// installSDK installs the pinned SDK into pkgDir/node_modules: npm ci from
+// the lock file, or npm install when there is none.
+func installSDK(ctx context.Context, t *testing.T, pkgDir string) {
+	t.Helper()
+	args := []string{"ci", "--no-audit", "--no-fund"}
+	if _, err := os.Stat(filepath.Join(pkgDir, "package-lock.json")); errors.Is(err, os.ErrNotExist) {
+		args[0] = "install"
+	}
+	cmd := exec.CommandContext(ctx, "npm", args...)
+	cmd.Dir = pkgDir
+	out := newLineLogger(t, "npm: ")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	out.Flush()
+	if err != nil {
+		t.Fatalf("npm %s: %v", args[0], err)
+	}
+}
+
+// buildAstrabox builds the static astrabox binary, as users run it.
+func buildAstrabox(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	binary := filepath.Join(t.TempDir(), "astrabox")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/astrabox/astrabox/cmd/astrabox")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return binary
+}
+
+type server struct {
+	addr string // host:port
+	key  string
+	log  *syncBuffer
+}
+
+// startServer runs `astrabox serve` with the native backend on a free
+// port and a fresh data directory, and waits until /healthz answers. Its
+// cleanup deletes the sandboxes left, stops the server and removes what
+// the native backend left on the host.
+func startServer(ctx context.Context, t *testing.T, binary string) *server {
+	t.Helper()
+	// Box processes run as unprivileged uids and must traverse the data
+	// directory: 0711, under the (world-traversable) temporary directory.
+	dataDir, err := os.MkdirTemp("", "astrabox-compat-js-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dataDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	var ownCgroups []string
+	for _, c := range cgroupControllers {
+		dir := filepath.Join("/sys/fs/cgroup", c, cgroupParent)
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			ownCgroups = append(ownCgroups, dir)
+		}
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(filepath.Join(dataDir, "native", "bin"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("unmount %s/native/bin: %v", dataDir, err)
+		}
+		// A cgroup this run created goes when it is empty; one in use
+		// (EBUSY) or another server's is left alone.
+		for _, dir := range ownCgroups {
+			_ = os.Remove(dir)
+		}
+		if err := os.RemoveAll(dataDir); err != nil {
+			t.Errorf("remove data dir: %v", err)
+		}
+	})
+
+	key := randomHex(24)
+	addr := freeAddr(t)
+	s := &server{addr: addr, key: key, log: &syncBuffer{}}
+	cmd := exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--api-key", key)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+			return // it failed to start; the failure carries its log
+		default:
+		}
+		s.deleteSandboxes(t)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			t.Errorf("astrabox serve did not stop within 20s of SIGTERM; killing it")
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.log.String())
+		}
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if healthy(ctx, "http://"+addr+"/healthz") {
+			return s
+		}
+		select {
+		case <-exited:
+			t.Fatalf("astrabox serve exited before it was healthy: %v\n%s", waitErr, s.log.String())
+		case <-ctx.Done():
+			t.Fatalf("astrabox serve: %v\n%s", ctx.Err(), s.log.String())
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("astrabox serve was not healthy within 30s\n%s", s.log.String())
+		}
+	}
+}
+
+// deleteSandboxes deletes, through the API, every sandbox the server
+// still has, so that none outlives the test (a stopped server leaves its
+// sandboxes running).
+func (s *server) deleteSandboxes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := client.New("http://"+s.addr, s.key)
+	for range 10 {
+		list, err := c.List(ctx, client.ListOptions{PageSize: 200})
+		if err != nil {
+			t.Errorf("list sandboxes left: %v", err)
+			return
+		}
+		if len(list.Items) == 0 {
+			return
+		}
+		for _, sb := range list.Items {
+			t.Logf("deleting sandbox %s left by the SDK test (state %s)", sb.ID, sb.Status.State)
+			if err := c.Delete(ctx, sb.ID); err != nil && client.CodeOf(err) != sandbox.CodeSandboxNotFound {
+				t.Errorf("delete sandbox %s: %v", sb.ID, err)
+			}
+		}
+	}
+	t.Errorf("sandboxes are still listed after 10 rounds of deletes")
+}
+
+func healthy(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// freeAddr returns a loopback address with a port nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// lineLogger writes each complete line to the test log as it arrives.
+type lineLogger struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func newLineLogger(t *testing.T, prefix string) *lineLogger {
+	return &lineLogger{t: t, prefix: prefix}
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.t.Log(l.prefix + strings.TrimRight(string(l.buf[:i]), "\r"))
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// Flush logs a last line without a newline.
+func (l *lineLogger) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.t.Log(l.prefix + string(l.buf))
+		l.buf = nil
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	var out strings.Builder
+	for sc.Scan() {
+		fmt.Fprintln(&out, "  "+sc.Text())
+	}
+	return out.String()
+}
