@@ -392,3 +392,46 @@ func TestEventsStream(t *testing.T) {
 		t.Fatalf("events %v, want %v", states, want)
 	}
 }
+
+func TestProfilesAPI(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	put := func(name, body string) (int, string) {
+		req, _ := http.NewRequest("PUT", e.srv.URL+"/v1/profiles/"+name, strings.NewReader(body))
+		req.Header.Set(api.HeaderAPIKey, testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := put("tiny", `{"backend":"process","resources":{"memoryBytes":268435456},"timeout":120000000000}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	for _, bad := range []struct{ name, body string }{
+		{"Bad_Name", `{}`}, {"small", `{}`}, {"x", `{"backend":"nope"}`}, {"y", `{"network":"sideways"}`},
+	} {
+		if code, _ := put(bad.name, bad.body); code < 400 {
+			t.Errorf("put %s %s accepted", bad.name, bad.body)
+		}
+	}
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": "tiny"}}, client.CreateOptions{})
+	if err != nil || sb.Profile != "tiny" || sb.ExpiresAt == nil {
+		t.Fatalf("create with a stored profile: %+v %v", sb, err)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/profiles", nil)
+	req.Header.Set(api.HeaderAPIKey, testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"tiny"`, `"small"`, `"default"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("profiles list lacks %s: %s", want, b)
+		}
+	}
+}

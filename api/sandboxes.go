@@ -68,10 +68,9 @@ func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) 
 		}
 		d := time.Duration(*req.Timeout) * time.Second
 		out.Timeout = &d
-	} else {
-		zero := time.Duration(0)
-		out.Timeout = &zero
 	}
+	// An omitted or null timeout takes the profile's, which for the default
+	// profile is none: no expiry, as OpenSandbox defines it.
 	if req.IdleTimeout != nil {
 		if *req.IdleTimeout < 0 {
 			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "idleTimeout must not be negative")

@@ -91,6 +91,8 @@ func (s *Server) routes() {
 		s.handle("POST "+prefix+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
 		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
 		s.handle("GET "+prefix+"/sandboxes/{id}/events", s.sandboxEvents)
+		s.handle("GET "+prefix+"/profiles", s.listProfiles)
+		s.handle("PUT "+prefix+"/profiles/{name}", s.putProfile)
 		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", s.notSupported("snapshots"))
 		s.handle("GET "+prefix+"/snapshots", s.notSupported("snapshots"))
 		s.handle("GET "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))

@@ -149,14 +149,14 @@ func newID() string {
 }
 
 // plan merges a request over its profile into a backend and a Spec.
-func (s *Service) plan(req CreateRequest) (string, sandbox.Spec, Profile, error) {
+func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.Spec, Profile, error) {
 	name := req.Profile
 	if name == "" {
 		name = "default"
 	}
-	prof, ok := s.cfg.Profiles[name]
-	if !ok {
-		return "", sandbox.Spec{}, prof, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown profile %q (known: %s)", name, strings.Join(s.profileNames(), ", "))
+	prof, err := s.profile(ctx, name)
+	if err != nil {
+		return "", sandbox.Spec{}, prof, err
 	}
 	backend := firstNonEmpty(req.Backend, prof.Backend, s.cfg.DefaultBackend)
 	if _, enabled := s.cfg.Backends[backend]; !enabled {
@@ -222,7 +222,7 @@ func (s *Service) plan(req CreateRequest) (string, sandbox.Spec, Profile, error)
 // the error that stopped it; the record then says Failed and the backend
 // holds nothing of it).
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
-	backend, spec, prof, err := s.plan(req)
+	backend, spec, prof, err := s.plan(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -487,15 +487,6 @@ func (s *Service) AccessToken(ctx context.Context, rec *store.Sandbox) (string, 
 	}
 	s.tokens.Store(rec.ID, info.AccessToken)
 	return info.AccessToken, nil
-}
-
-func (s *Service) profileNames() []string {
-	var out []string
-	for n := range s.cfg.Profiles {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (s *Service) backendNames() []string {

@@ -1,0 +1,38 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// listProfiles (addition) returns every RuntimeProfile.
+func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.svc.Profiles(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": ps})
+}
+
+// putProfile (addition) creates or replaces a stored RuntimeProfile.
+func (s *Server) putProfile(w http.ResponseWriter, r *http.Request) {
+	var p lifecycle.Profile
+	if err := s.decode(w, r, &p); err != nil {
+		writeError(w, err)
+		return
+	}
+	name := r.PathValue("name")
+	if p.Name != "" && p.Name != name {
+		writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "profile name %q in the body differs from %q in the path", p.Name, name))
+		return
+	}
+	p.Name = name
+	if err := s.svc.PutProfile(r.Context(), p); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}

@@ -1,0 +1,124 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// validProfileName accepts 1-64 of [a-z0-9-_.], starting alphanumeric.
+func validProfileName(name string) error {
+	if name == "" || len(name) > 64 {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "profile name must be 1 to 64 characters")
+	}
+	for i, c := range name {
+		ok := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_' || c == '.'))
+		if !ok {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid profile name %q (lower-case letters, digits, '-', '_', '.')", name)
+		}
+	}
+	return nil
+}
+
+// profile returns the named profile: from the configuration, else from
+// the store.
+func (s *Service) profile(ctx context.Context, name string) (Profile, error) {
+	if p, ok := s.cfg.Profiles[name]; ok {
+		return p, nil
+	}
+	sp, err := s.cfg.Store.GetProfile(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		names, _ := s.profileNamesAll(ctx)
+		return Profile{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown profile %q (known: %s)", name, strings.Join(names, ", "))
+	}
+	if err != nil {
+		return Profile{}, fmt.Errorf("get profile: %w", err)
+	}
+	var p Profile
+	if err := json.Unmarshal(sp.JSON, &p); err != nil {
+		return Profile{}, fmt.Errorf("decode profile %s: %w", name, err)
+	}
+	p.Name = name
+	return p, nil
+}
+
+// Profiles lists every profile, configured and stored, by name.
+func (s *Service) Profiles(ctx context.Context) ([]Profile, error) {
+	names, err := s.profileNamesAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Profile, 0, len(names))
+	for _, n := range names {
+		p, err := s.profile(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// PutProfile stores a profile. Configured profiles cannot be replaced;
+// the backend must be installed (it may be disabled: requests using the
+// profile then fail with SANDBOX_BACKEND_DISABLED) and the profile's spec
+// valid.
+func (s *Service) PutProfile(ctx context.Context, p Profile) error {
+	if err := validProfileName(p.Name); err != nil {
+		return err
+	}
+	if _, ok := s.cfg.Profiles[p.Name]; ok {
+		return sandbox.Errorf(sandbox.CodeConflict, "profile %q comes from the server's configuration and cannot be replaced", p.Name)
+	}
+	if p.Backend != "" {
+		known := false
+		for _, b := range s.cfg.Installed {
+			known = known || b == p.Backend
+		}
+		if _, enabled := s.cfg.Backends[p.Backend]; !known && !enabled {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown backend %q", p.Backend)
+		}
+	}
+	spec := sandbox.Spec{Image: p.Image, Resources: p.Resources, Timeout: p.Timeout, IdleTimeout: p.IdleTimeout,
+		Network: sandbox.NetworkPolicy{Mode: p.Network}, Capabilities: p.Capabilities, Env: p.Env}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if p.PoolSize < 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must not be negative")
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode profile: %w", err)
+	}
+	if err := s.cfg.Store.PutProfile(ctx, store.Profile{Name: p.Name, JSON: b, UpdatedAt: s.now().UTC()}); err != nil {
+		return fmt.Errorf("store profile: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) profileNamesAll(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	for n := range s.cfg.Profiles {
+		seen[n] = true
+	}
+	stored, err := s.cfg.Store.ListProfiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list profiles: %w", err)
+	}
+	for _, p := range stored {
+		seen[p.Name] = true
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
