@@ -435,3 +435,32 @@ func TestProfilesAPI(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleTimeoutSparesBusyBoxes(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	idle := int64(60)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{IdleTimeout: &idle}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.c.Execd(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := x.Run(ctx, execdwire.RunCommandRequest{Command: "sleep 300", Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycleAt(t, e, time.Now().Add(2*time.Minute)).ReconcileBackend(ctx, "process", e.p)
+	if _, err := e.c.Get(ctx, sb.ID); err != nil {
+		t.Fatalf("a box running a command was reaped as idle: %v", err)
+	}
+	if err := x.Interrupt(ctx, ex.ID); err != nil {
+		t.Fatal(err)
+	}
+	lifecycleAt(t, e, time.Now().Add(10*time.Minute)).ReconcileBackend(ctx, "process", e.p)
+	if _, err := e.c.Get(ctx, sb.ID); client.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		t.Fatalf("an idle box was not reaped: %v", err)
+	}
+}

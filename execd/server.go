@@ -96,6 +96,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	s.commands = newCommandTable(&s.cfg, s.log)
 	s.mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	s.mux.HandleFunc("GET /status", s.handleStatus)
 	s.registerCommands()
 	s.registerSessions()
 	s.registerCode()

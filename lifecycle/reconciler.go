@@ -3,8 +3,11 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"time"
+
+	execdclient "github.com/astrabox/astrabox/execd/client"
 
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -53,6 +56,10 @@ func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.P
 		case rec.ExpiresAt != nil && !now.Before(*rec.ExpiresAt):
 			s.reap(pass, rec.ID, "ttl_expiry")
 		case rec.IdleTimeout > 0 && now.Sub(rec.LastActiveAt) >= rec.IdleTimeout && rec.State == sandbox.StateRunning:
+			if s.busy(pass, rec) {
+				s.Touch(pass, rec) // a running command is activity
+				continue
+			}
 			s.reap(pass, rec.ID, "idle_timeout")
 		case rec.State == sandbox.StateFailed || rec.State == sandbox.StateStopping:
 			s.reap(pass, rec.ID, "cleanup_"+string(rec.State))
@@ -87,6 +94,22 @@ func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.P
 			s.log.Warn("reconcile: remove orphan", "backend", name, "sandbox_id", b.ID, "err", err)
 		}
 	}
+}
+
+// busy reports whether the sandbox's execd is running a command (or cannot
+// be asked: an unreachable box is left to the failure checks).
+func (s *Service) busy(ctx context.Context, rec *store.Sandbox) bool {
+	token, err := s.AccessToken(ctx, rec)
+	if err != nil {
+		return true
+	}
+	c := execdclient.New("http://execd", execdclient.WithToken(token), execdclient.WithDialer(func(ctx context.Context) (net.Conn, error) {
+		return s.Dial(ctx, rec)
+	}))
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := c.RunningCommands(cctx)
+	return err != nil || n > 0
 }
 
 func (s *Service) reap(ctx context.Context, id, reason string) {

@@ -211,6 +211,18 @@ func (c *Client) Ping(ctx context.Context) error {
 	return c.doJSON(ctx, http.MethodGet, "/ping", nil, nil, nil)
 }
 
+// RunningCommands returns how many commands execd is running (GET /status,
+// an addition), which a server uses to tell an idle box from a busy one.
+func (c *Client) RunningCommands(ctx context.Context) (int, error) {
+	var st struct {
+		RunningCommands int `json:"running_commands"`
+	}
+	if err := c.doJSON(ctx, http.MethodGet, "/status", nil, nil, &st); err != nil {
+		return 0, err
+	}
+	return st.RunningCommands, nil
+}
+
 // WaitReady pings until execd answers or ctx ends, backing off from 1 ms.
 func (c *Client) WaitReady(ctx context.Context) error {
 	delay := time.Millisecond
