@@ -21,6 +21,10 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // idempotencyTTL is how long an answer is remembered.
 const idempotencyTTL = 24 * time.Hour
 
+// staleReservation is how long a key may stay reserved by a request that
+// has not answered before another request with it may take over.
+const staleReservation = 5 * time.Minute
+
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
@@ -64,6 +68,16 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope string
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if existed && got.Status == 0 && time.Since(got.CreatedAt) > staleReservation {
+		// The request that reserved the key never answered (the server
+		// stopped mid-way): release it and run this one.
+		_ = s.cfg.Store.DeleteIdempotency(r.Context(), fullKey)
+		got, existed, err = s.cfg.Store.PutIdempotency(r.Context(), pending)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	if existed {
 		switch {
