@@ -218,18 +218,5 @@ const (
 	PTYReplay byte = 0x03 // followed by an 8-byte big-endian offset
 )
 
-// PTYControl is a JSON text frame of the PTY WebSocket, in either direction:
-// client: resize, signal, ping; server: connected, pong, exit, error.
-type PTYControl struct {
-	Type      string `json:"type"`
-	Cols      int    `json:"cols,omitempty"`
-	Rows      int    `json:"rows,omitempty"`
-	Signal    string `json:"signal,omitempty"`
-	SessionID string `json:"session_id,omitempty"`
-	Offset    int64  `json:"offset,omitempty"`
-	ExitCode  *int   `json:"exit_code,omitempty"`
-	Message   string `json:"message,omitempty"`
-}
-
 // PTY WebSocket close code for a holder evicted by takeover.
 const PTYCloseTakenOver = 4001

@@ -222,15 +222,16 @@ func runExec(ctx context.Context, args []string, stdio IO, env Env) error {
 	conn.register(fs, env)
 	cwd := fs.String("cwd", "", "working directory")
 	timeoutMs := fs.Int64("timeout", 0, "kill the command after this many milliseconds")
+	tty := fs.Bool("tty", false, "run on a terminal, interactively (default command: the box's shell)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	rest := fs.Args()
-	if len(rest) < 2 {
-		return errors.New("usage: astrabox exec ID [--] COMMAND [ARG...]")
+	if len(rest) < 1 || (len(rest) < 2 && !*tty) {
+		return errors.New("usage: astrabox exec [--tty] ID [--] COMMAND [ARG]")
 	}
 	id, argv := rest[0], rest[1:]
-	if argv[0] == "--" {
+	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
 	c, err := conn.client()
@@ -240,6 +241,12 @@ func runExec(ctx context.Context, args []string, stdio IO, env Env) error {
 	x, err := c.Execd(ctx, id)
 	if err != nil {
 		return err
+	}
+	if *tty {
+		return runTTY(ctx, x, argv, stdio)
+	}
+	if len(argv) == 0 {
+		return errors.New("usage: astrabox exec ID [--] COMMAND [ARG]")
 	}
 	exit := 0
 	err = x.RunStream(ctx, execdwire.RunCommandRequest{Command: shellJoin(argv), Cwd: *cwd, Timeout: *timeoutMs, KillOnDisconnect: true},

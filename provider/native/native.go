@@ -11,6 +11,8 @@ package native
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +37,8 @@ type Config struct {
 	// CgroupRoot is where cgroups are mounted (default /sys/fs/cgroup).
 	CgroupRoot string
 	// CgroupParent names the group boxes are created under (default
-	// "astrabox").
+	// "astrabox-" and a hash of DataDir, so that servers with different
+	// data dirs keep apart).
 	CgroupParent string
 	// Defaults are the limits of a box whose Spec leaves them zero.
 	Defaults sandbox.Resources
@@ -83,7 +86,14 @@ func New(cfg Config) (*Provider, error) {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
 	if cfg.CgroupParent == "" {
-		cfg.CgroupParent = "astrabox"
+		// One group per data dir: two servers on one host must never take
+		// each other's boxes for orphans.
+		abs, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("native: %w", err)
+		}
+		sum := sha256.Sum256([]byte(abs))
+		cfg.CgroupParent = "astrabox-" + hex.EncodeToString(sum[:4])
 	}
 	if cfg.Binary == "" {
 		exe, err := os.Executable()
