@@ -10,8 +10,6 @@ package wire
 //   - server to client: "connected" (SessionID, Mode and, an addition,
 //     Offset: the output offset at which live output starts), "pong",
 //     "exit" (ExitCode) and "error" (Code, Error).
-//
-// It supersedes PTYControl, whose Message field OpenSandbox spells "error".
 type PTYFrame struct {
 	Type      string `json:"type"`
 	SessionID string `json:"session_id,omitempty"`
