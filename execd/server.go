@@ -47,6 +47,10 @@ type Config struct {
 	PTYReplayBytes int64
 	// Logger receives operational logs (default slog.Default()).
 	Logger *slog.Logger
+	// Children, when set, is told of every process execd starts, so that
+	// the process hosting execd can reap orphans as PID 1 of a box (see
+	// ChildGuard). At most one Server per process may set it.
+	Children *ChildGuard
 }
 
 func (c *Config) setDefaults() {
@@ -93,6 +97,9 @@ type Server struct {
 // New returns a Server; it starts no process until asked to.
 func New(cfg Config) *Server {
 	cfg.setDefaults()
+	if cfg.Children != nil {
+		childGuard.Store(cfg.Children)
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	s.commands = newCommandTable(&s.cfg, s.log)
 	s.mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,11 +21,23 @@ import (
 //     of memory the kernel picks the workload, not execd (whose host may
 //     have protected it).
 func startProcess(cmd *exec.Cmd) error {
+	start := func() (int, error) {
+		var err error
+		if c := cmd.SysProcAttr; c != nil && c.Credential != nil && c.Credential.Uid != 0 {
+			err = startUnprivileged(cmd)
+		} else {
+			err = cmd.Start()
+		}
+		if err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	}
 	var err error
-	if c := cmd.SysProcAttr; c != nil && c.Credential != nil && c.Credential.Uid != 0 {
-		err = startUnprivileged(cmd)
+	if g := childGuard.Load(); g != nil {
+		err = g.start(start)
 	} else {
-		err = cmd.Start()
+		_, err = start()
 	}
 	if err != nil {
 		return err
@@ -32,6 +45,10 @@ func startProcess(cmd *exec.Cmd) error {
 	_ = os.WriteFile("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/oom_score_adj", []byte("0"), 0)
 	return nil
 }
+
+// childGuard is the ChildGuard of the process's Server, if it has one
+// (one execd per process).
+var childGuard atomic.Pointer[ChildGuard]
 
 // unprivilegedSpawner forks processes from a thread with an empty
 // capability bounding set. The thread stays locked to its goroutine for

@@ -1,10 +1,12 @@
 package native
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -12,26 +14,40 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
+// Daemon is what init serves in its own process once the box is built:
+// execd. Running it in PID 1 rather than as a second process saves a
+// process start per box and its memory.
+type Daemon struct {
+	// Serve serves execd on l (and on TCP port 44772 in the box) with the
+	// access token and the box's environment until ctx ends.
+	Serve func(ctx context.Context, l net.Listener, token string, env []string) error
+	// ReapOrphans reaps exited children that Serve did not start itself.
+	ReapOrphans func()
+	// Children counts the children of this process.
+	Children func() int
+}
+
 // RunInit is `astrabox init`: PID 1 of a native box. It waits until the
 // host has placed it in its cgroups, builds the root file system, brings up
-// loopback, drops privileges for everything it starts (capability bounding
-// set, no_new_privs, seccomp), starts execd on the listener the host
-// passed, then the entrypoint, and reaps every process until execd exits
-// or it is told to stop. Errors before execd starts are written to stderr,
-// which the host keeps in the box's log.
-func RunInit(stderr io.Writer) int {
-	if err := runInit(); err != nil {
+// loopback, drops privileges (capability bounding set and its own
+// capabilities, no_new_privs, seccomp), serves d on the listener the host
+// passed, starts the entrypoint, and reaps orphans until d stops or it is
+// told to stop. Errors before d starts are written to stderr, which the
+// host keeps in the box's log.
+func RunInit(stderr io.Writer, d Daemon) int {
+	if err := runInit(d); err != nil {
 		fmt.Fprintf(stderr, "astrabox init: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func runInit() error {
+func runInit(d Daemon) error {
 	runtime.LockOSThread()
 	// Descriptors inherited from the host reach nothing else in the box
 	// but the ones handed on explicitly.
@@ -70,26 +86,39 @@ func runInit() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set non-dumpable: %w", err)
 	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
 	if err := loadSeccomp(); err != nil {
 		return err
 	}
-	return supervise(&cfg)
+	return supervise(&cfg, d)
 }
 
-// supervise starts execd and the entrypoint and reaps until execd exits or
-// SIGTERM arrives (then every process gets SIGTERM, and SIGKILL after 5 s).
-func supervise(cfg *initConfig) error {
+// supervise serves d and starts the entrypoint, then reaps orphans until
+// d stops or SIGTERM arrives (then every process gets SIGTERM, and SIGKILL
+// after 5 s).
+func supervise(cfg *initConfig, d Daemon) error {
 	signals := make(chan os.Signal, 16)
 	signal.Notify(signals, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	execdArgs := []string{"astrabox", "execd", "--listen", ":44772", "--listen-fd", "3",
-		"--access-token-fd", "4", "--workdir", boxWorkspace, "--log-level", "warn"}
-	execd, err := startChild(boxBinary, execdArgs, cfg.Env, []*os.File{os.NewFile(fdListener, "listener"), os.NewFile(fdToken, "token")})
+	tokFile := os.NewFile(fdToken, "token")
+	tok, err := io.ReadAll(io.LimitReader(tokFile, 4096))
+	tokFile.Close()
 	if err != nil {
-		return fmt.Errorf("start execd: %w", err)
+		return fmt.Errorf("read execd token: %w", err)
 	}
-	os.NewFile(fdListener, "listener").Close()
-	os.NewFile(fdToken, "token").Close()
+	lf := os.NewFile(fdListener, "listener")
+	l, err := net.FileListener(lf)
+	lf.Close()
+	if err != nil {
+		return fmt.Errorf("execd listener: %w", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, l, strings.TrimSpace(string(tok)), cfg.Env) }()
+
 	if len(cfg.Entrypoint) > 0 {
 		path := cfg.Entrypoint[0]
 		if !strings.Contains(path, "/") {
@@ -100,35 +129,37 @@ func supervise(cfg *initConfig) error {
 		}
 	}
 	stopping := false
+	serving := true
 	var killAt <-chan time.Time
+	beginStop := func() {
+		if !stopping {
+			stopping = true
+			stop()
+			_ = unix.Kill(-1, syscall.SIGTERM)
+			killAt = time.After(5 * time.Second)
+		}
+	}
+	tick := time.NewTicker(time.Second) // reaps even if a SIGCHLD was coalesced
+	defer tick.Stop()
 	for {
 		select {
 		case sig := <-signals:
-			if sig != syscall.SIGCHLD && !stopping {
-				stopping = true
-				_ = unix.Kill(-1, syscall.SIGTERM)
-				killAt = time.After(5 * time.Second)
+			if sig != syscall.SIGCHLD {
+				beginStop()
 			}
+		case err := <-served:
+			serving = false
+			if !stopping {
+				fmt.Fprintf(os.Stderr, "astrabox init: execd stopped: %v\n", err)
+			}
+			beginStop()
 		case <-killAt:
 			_ = unix.Kill(-1, syscall.SIGKILL)
+		case <-tick.C:
 		}
-		for {
-			var ws unix.WaitStatus
-			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				if errors.Is(err, unix.ECHILD) && stopping {
-					return nil
-				}
-				break
-			}
-			if pid == execd {
-				if !stopping {
-					fmt.Fprintf(os.Stderr, "astrabox init: execd exited (%v)\n", ws)
-					stopping = true
-					_ = unix.Kill(-1, syscall.SIGTERM)
-					killAt = time.After(5 * time.Second)
-				}
-			}
+		d.ReapOrphans()
+		if stopping && !serving && d.Children() == 0 {
+			return nil
 		}
 	}
 }
@@ -211,6 +242,25 @@ func setRlimits() error {
 	nofile.Cur = min(65536, nofile.Max)
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &nofile); err != nil {
 		return fmt.Errorf("setrlimit nofile: %w", err)
+	}
+	return nil
+}
+
+// dropCapabilities reduces init's own capabilities, on every thread, to
+// the box set: once the box is built, PID 1 (which serves execd) needs no
+// more than its root workloads have.
+func dropCapabilities() error {
+	var mask [2]uint32
+	for _, c := range boxCapabilities {
+		mask[c/32] |= 1 << (c % 32)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: mask[0], Permitted: mask[0]},
+		{Effective: mask[1], Permitted: mask[1]},
+	}
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return fmt.Errorf("drop capabilities: %w", errno)
 	}
 	return nil
 }

@@ -168,6 +168,32 @@ func TestSecurityKernelSurface(t *testing.T) {
 	})
 }
 
+func TestOrphansAreReaped(t *testing.T) {
+	h := newHarness(t)
+	b := sandboxtest.NewBox(t, h, nil)
+	// 200 double-forked processes that exit at once: their zombies belong
+	// to PID 1 of the box, which must reap them; a stopped daemon stays.
+	sh(t, b, nil, `for i in $(seq 200); do (true &) ; done; (sleep 300 & kill -STOP $!) ; true`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ := sh(t, b, nil, `grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l`)
+		if strings.TrimSpace(out) == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s zombies are never reaped", strings.TrimSpace(out))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, out, _ := sh(t, b, nil, `grep -l '^State:.*T' /proc/[0-9]*/status | wc -l`); strings.TrimSpace(out) != "1" {
+		t.Fatalf("want the one stopped daemon, got %s", out)
+	}
+	if err := h.Provider().Delete(ctx(t), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.CheckGone(t, b.ID)
+}
+
 func TestSecurityIsolationBetweenBoxes(t *testing.T) {
 	h := newHarness(t)
 	a := sandboxtest.NewBox(t, h, nil)
