@@ -42,6 +42,10 @@ $(TOOLS)/staticcheck:
 bench: build ## measure execd against the raw host (table; BENCH_FLAGS="--n 3" for a smoke run)
 	./$(BIN) bench execd $(BENCH_FLAGS)
 
+.PHONY: bench-native
+bench-native: build ## measure the native backend against the process harness and unshare (needs root)
+	./$(BIN) bench native $(BENCH_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$($(GO) list ./...); do \
