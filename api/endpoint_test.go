@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,5 +74,64 @@ func TestEndpointExpires(t *testing.T) {
 		if status, _, body := get(q); status != 400 || !strings.Contains(body, "INVALID_REQUEST") {
 			t.Errorf("%s: %d %s", q, status, body)
 		}
+	}
+}
+
+// TestProxyRequestBodiesUnderLoad sends many requests with bodies through
+// the proxy at once, each answered with a stream execd starts before the
+// proxy's transport has seen the end of the inbound body. None may be cut
+// (golang/go#40747: the transport's read past the declared length used to
+// fail on the body the server had closed, dropping the connection).
+func TestProxyRequestBodiesUnderLoad(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600)}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := e.c.Endpoint(ctx, sb.ID, 44772)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 25
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				body := fmt.Sprintf(`{"command":"echo %d-%d"}`, w, i)
+				req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+ep.Endpoint+"/command", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				for k, v := range ep.Headers {
+					req.Header.Set(k, v)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("request %d-%d: body cut after %q: %v", w, i, b, err)
+				case resp.StatusCode != 200 || !strings.Contains(string(b), fmt.Sprintf(`%d-%d\n`, w, i)) || !strings.Contains(string(b), "execution_complete"):
+					errs <- fmt.Errorf("request %d-%d: %d %q", w, i, resp.StatusCode, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 5 {
+			t.Error(err)
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d of %d requests failed", n, workers*each)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -193,15 +194,43 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 			}
 			pr.Out.Header.Set(wire.HeaderAccessToken, token)
 			pr.SetXForwarded()
+			if pr.Out.Body != nil && pr.Out.ContentLength > 0 {
+				pr.Out.Body = &exactBody{ReadCloser: pr.Out.Body, left: pr.Out.ContentLength}
+			}
 		},
-		Transport: &http.Transport{
-			DialContext:        func(ctx context.Context, _, _ string) (net.Conn, error) { return s.svc.Dial(ctx, rec) },
-			DisableCompression: true,
-		},
+		Transport:     s.transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "sandbox %s: cannot reach its execd: %v", id, err))
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// exactBody is a request body of declared length that ends after its last
+// byte by itself. http.Transport reads a body once more past the declared
+// length to check there is nothing left; when the sandbox has already
+// answered (execd answers as soon as it has parsed the body), the server
+// may by then have closed the inbound body (net/http drains and closes an
+// unread request body when the response starts), that read fails, and the
+// transport drops the sandbox connection mid-answer: the client saw a cut
+// stream (golang/go#40747). A body the client cuts short still fails.
+type exactBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *exactBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 && err == nil {
+		err = io.EOF
+	}
+	return n, err
 }

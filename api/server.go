@@ -91,6 +91,9 @@ func (s *Server) routes() {
 		s.handle("POST "+prefix+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
 		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
 		s.handle("GET "+prefix+"/sandboxes/{id}/events", s.sandboxEvents)
+		// The OpenSandbox SDKs report client-side telemetry here; AstraBox
+		// accepts and drops it.
+		s.handle("POST "+prefix+"/metrics/events", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 		s.handle("GET "+prefix+"/profiles", s.listProfiles)
 		s.handle("PUT "+prefix+"/profiles/{name}", s.putProfile)
 		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", s.notSupported("snapshots"))

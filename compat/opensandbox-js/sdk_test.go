@@ -3,8 +3,8 @@
 // package-lock.json): it installs the SDK with npm, builds astrabox, serves
 // it with the native backend and runs sdk.test.mjs with node --test.
 //
-// It needs root (the native backend) and node and npm; outside CI it skips
-// without them.
+// It needs root (the native backend), node, npm and python3; outside CI it
+// skips without them.
 package sdk_test
 
 import (
@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,17 +35,17 @@ import (
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// cgroupParent is the group the native backend of `astrabox serve`
-// creates its boxes under; cgroupControllers are its cgroup v1
-// hierarchies ("" is the v2 unified one).
-const cgroupParent = "astrabox"
-
+// cgroupControllers are the cgroup v1 hierarchies of the native backend
+// ("" is the v2 unified one).
 var cgroupControllers = []string{"memory", "pids", "cpu", "freezer", ""}
 
 func TestOpenSandboxJSSDK(t *testing.T) {
 	testenv.NeedRoot(t)
 	testenv.NeedCommand(t, "node")
 	testenv.NeedCommand(t, "npm")
+	// The sandbox (image "host") sees the host's /usr; the test serves
+	// files from it with python3 -m http.server.
+	testenv.Need(t, fileExists("/usr/bin/python3") || fileExists("/usr/local/bin/python3"), "python3 in /usr/bin or /usr/local/bin")
 
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
 	defer cancel()
@@ -138,19 +139,19 @@ func startServer(ctx context.Context, t *testing.T, binary string) *server {
 	if err := os.Chmod(dataDir, 0o711); err != nil {
 		t.Fatal(err)
 	}
+	// The native backend's cgroup parent is "astrabox-" and a hash of its
+	// data dir, so this server's boxes are apart from any other server's.
+	sum := sha256.Sum256([]byte(filepath.Join(dataDir, "native")))
+	cgroupParent := "astrabox-" + hex.EncodeToString(sum[:4])
 	var ownCgroups []string
 	for _, c := range cgroupControllers {
-		dir := filepath.Join("/sys/fs/cgroup", c, cgroupParent)
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			ownCgroups = append(ownCgroups, dir)
-		}
+		ownCgroups = append(ownCgroups, filepath.Join("/sys/fs/cgroup", c, cgroupParent))
 	}
 	t.Cleanup(func() {
 		if err := unix.Unmount(filepath.Join(dataDir, "native", "bin"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			t.Errorf("unmount %s/native/bin: %v", dataDir, err)
 		}
-		// A cgroup this run created goes when it is empty; one in use
-		// (EBUSY) or another server's is left alone.
+		// The cgroup parent goes once empty.
 		for _, dir := range ownCgroups {
 			_ = os.Remove(dir)
 		}
@@ -262,6 +263,11 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func randomHex(n int) string {
