@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/astrabox/astrabox/internal/procfs"
 )
 
 // ChildGuard lets the process that hosts execd reap orphans safely when it
@@ -35,7 +37,7 @@ func (g *ChildGuard) start(startFn func() (int, error)) error {
 	if err != nil {
 		return err
 	}
-	st := procStartTime(pid)
+	st := startTime(pid)
 	g.mu.Lock()
 	g.pids[pid] = st
 	g.mu.Unlock()
@@ -50,7 +52,7 @@ func (g *ChildGuard) ReapOrphans() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for pid, st := range g.pids {
-		if procStartTime(pid) != st {
+		if startTime(pid) != st {
 			delete(g.pids, pid) // collected by execd (or gone)
 		}
 	}
@@ -84,21 +86,12 @@ func childPIDs() []int {
 	return out
 }
 
-// procStartTime is the start time of pid in clock ticks since boot, or 0.
-func procStartTime(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// startTime is pid's start time, zombies included (an exited child stays
+// registered until execd has collected it), or 0 when it does not exist.
+func startTime(pid int) uint64 {
+	_, start, err := procfs.Stat(pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
+	return start
 }

@@ -184,19 +184,7 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 	for k, v := range req.Env {
 		spec.Env[k] = v
 	}
-	r := req.Resources
-	if r.MilliCPU != 0 {
-		spec.Resources.MilliCPU = r.MilliCPU
-	}
-	if r.MemoryBytes != 0 {
-		spec.Resources.MemoryBytes = r.MemoryBytes
-	}
-	if r.PIDs != 0 {
-		spec.Resources.PIDs = r.PIDs
-	}
-	if r.DiskBytes != 0 {
-		spec.Resources.DiskBytes = r.DiskBytes
-	}
+	spec.Resources = req.Resources.WithDefaults(prof.Resources)
 	if req.Timeout != nil {
 		spec.Timeout = *req.Timeout
 	}

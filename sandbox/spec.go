@@ -34,6 +34,23 @@ type Resources struct {
 	DiskBytes   int64 `json:"diskBytes,omitempty"`   // writable layer and workspace
 }
 
+// WithDefaults returns r with every zero limit taken from d.
+func (r Resources) WithDefaults(d Resources) Resources {
+	if r.MilliCPU == 0 {
+		r.MilliCPU = d.MilliCPU
+	}
+	if r.MemoryBytes == 0 {
+		r.MemoryBytes = d.MemoryBytes
+	}
+	if r.PIDs == 0 {
+		r.PIDs = d.PIDs
+	}
+	if r.DiskBytes == 0 {
+		r.DiskBytes = d.DiskBytes
+	}
+	return r
+}
+
 // Workspace is a persistent volume mounted at Path (default /workspace).
 type Workspace struct {
 	Volume string `json:"volume"`

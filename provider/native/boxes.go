@@ -11,12 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/internal/procfs"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -64,20 +64,7 @@ func (p *Provider) Create(ctx context.Context, id string, spec sandbox.Spec) (sa
 }
 
 func (p *Provider) resources(r sandbox.Resources) sandbox.Resources {
-	d := p.cfg.Defaults
-	if r.MilliCPU == 0 {
-		r.MilliCPU = d.MilliCPU
-	}
-	if r.MemoryBytes == 0 {
-		r.MemoryBytes = d.MemoryBytes
-	}
-	if r.PIDs == 0 {
-		r.PIDs = d.PIDs
-	}
-	if r.DiskBytes == 0 {
-		r.DiskBytes = d.DiskBytes
-	}
-	return r
+	return r.WithDefaults(p.cfg.Defaults)
 }
 
 func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Info, error) {
@@ -143,7 +130,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	st := boxState{Version: 1, PID: cmd.Process.Pid, PIDStart: startTime(cmd.Process.Pid), Slot: slot, Token: token,
+	st := boxState{Version: 1, PID: cmd.Process.Pid, PIDStart: procfs.StartTime(cmd.Process.Pid), Slot: slot, Token: token,
 		Image: spec.Image, CreatedAt: time.Now().UTC()}
 	if err := p.writeState(id, st); err != nil {
 		return sandbox.Info{}, err
@@ -283,7 +270,7 @@ func (p *Provider) readState(id string) (boxState, error) {
 func (p *Provider) info(id string, st boxState) (sandbox.Info, error) {
 	b, _ := json.Marshal(st)
 	info := sandbox.Info{ID: id, State: sandbox.StateRunning, CreatedAt: st.CreatedAt, AccessToken: st.Token, StateBlob: b}
-	if st.PID <= 0 || startTime(st.PID) != st.PIDStart {
+	if st.PID <= 0 || procfs.StartTime(st.PID) != st.PIDStart {
 		info.State, info.Reason = sandbox.StateFailed, "init exited: "+p.logTail(id)
 		return info, nil
 	}
@@ -356,7 +343,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 
 func (p *Provider) remove(ctx context.Context, id string) error {
 	st, stErr := p.readState(id)
-	if stErr == nil && st.PID > 0 && startTime(st.PID) == st.PIDStart {
+	if stErr == nil && st.PID > 0 && procfs.StartTime(st.PID) == st.PIDStart {
 		_ = syscall.Kill(st.PID, syscall.SIGKILL)
 	}
 	if err := p.cg.killAll(id); err != nil {
@@ -414,27 +401,6 @@ func (p *Provider) Dial(ctx context.Context, id string) (net.Conn, error) {
 		return nil, fmt.Errorf("dial box %s: %w", id, err)
 	}
 	return c, nil
-}
-
-// startTime returns the start time (in clock ticks since boot) of pid, or
-// 0 when it does not exist or is a zombie.
-func startTime(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is the state (field 3); starttime is field 22.
-	if len(fields) < 20 || fields[0] == "Z" {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
 }
 
 // logTail returns the end of the box's init log, for error messages.

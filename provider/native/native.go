@@ -102,20 +102,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		cfg.Binary = exe
 	}
-	d := cfg.Defaults
-	if d.MilliCPU == 0 {
-		d.MilliCPU = defaultResources.MilliCPU
-	}
-	if d.MemoryBytes == 0 {
-		d.MemoryBytes = defaultResources.MemoryBytes
-	}
-	if d.PIDs == 0 {
-		d.PIDs = defaultResources.PIDs
-	}
-	if d.DiskBytes == 0 {
-		d.DiskBytes = defaultResources.DiskBytes
-	}
-	cfg.Defaults = d
+	cfg.Defaults = cfg.Defaults.WithDefaults(defaultResources)
 	// Box processes run as unprivileged host uids: every directory on the
 	// way to their mount points and binary must be traversable.
 	for _, dir := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, dirBoxes), filepath.Join(cfg.DataDir, dirSlots)} {

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/procfs"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -213,16 +214,7 @@ func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil {
 		return false
 	}
-	// A zombie is not alive.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := len(b) - 1
-	for i > 0 && b[i] != ')' {
-		i--
-	}
-	return i+2 < len(b) && b[i+2] != 'Z'
+	return procfs.StartTime(pid) != 0 // a zombie is not alive
 }
 
 func (p *Provider) readState(id string) (state, error) {
