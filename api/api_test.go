@@ -464,3 +464,33 @@ func TestIdleTimeoutSparesBusyBoxes(t *testing.T) {
 		t.Fatalf("an idle box was not reaped: %v", err)
 	}
 }
+
+func TestRestartReattaches(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, wire.CreateSandboxRequest{Timeout: timeout(600)}, client.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second server over the same store and backend, as after a restart:
+	// nothing in memory, the box still running.
+	svc2, err := lifecycle.New(lifecycle.Config{Store: e.svc.Store(), Backends: map[string]sandbox.Provider{"process": e.p}, DefaultBackend: "process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(api.New(api.Config{Service: svc2, Store: e.svc.Store(), APIKeyHash: api.HashKey(testKey)}))
+	defer srv2.Close()
+	svc2.ReconcileBackend(ctx, "process", e.p) // must keep the running box
+	c2 := client.New(srv2.URL, testKey)
+	got, err := c2.Get(ctx, sb.ID)
+	if err != nil || got.Status.State != "Running" || !got.ExpiresAt.Equal(*sb.ExpiresAt) {
+		t.Fatalf("after restart: %+v %v", got, err)
+	}
+	x, err := c2.Execd(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := x.Run(ctx, execdwire.RunCommandRequest{Command: "echo still-here"}); err != nil || string(ex.Stdout) != "still-here\n" {
+		t.Fatalf("exec after restart: %+v %v", ex, err)
+	}
+}

@@ -109,6 +109,10 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// stamp is the current time as the stores keep it: UTC, microseconds, so
+// that what an API answer says equals what a later read returns.
+func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
 // Store returns the service's store.
 func (s *Service) Store() store.Store { return s.cfg.Store }
 
@@ -227,7 +231,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
-	now := s.now().UTC()
+	now := s.stamp()
 	rec := &store.Sandbox{
 		ID: newID(), Backend: backend, Profile: prof.Name, State: sandbox.StatePending, Reason: "provisioning",
 		Image: spec.Image, Spec: specJSON, Metadata: spec.Metadata, Entrypoint: spec.Entrypoint,
@@ -264,7 +268,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 
 // save writes rec (refreshing its version on conflict) and emits its state.
 func (s *Service) save(ctx context.Context, rec *store.Sandbox) error {
-	rec.UpdatedAt = s.now().UTC()
+	rec.UpdatedAt = s.stamp()
 	err := s.cfg.Store.UpdateSandbox(ctx, rec)
 	if errors.Is(err, store.ErrConflict) {
 		cur, gerr := s.cfg.Store.GetSandbox(ctx, rec.ID)
@@ -400,7 +404,7 @@ func (s *Service) Renew(ctx context.Context, id string, at time.Time) (*store.Sa
 	if rec.State.Terminal() {
 		return nil, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, rec.State)
 	}
-	t := at.UTC()
+	t := at.UTC().Truncate(time.Microsecond)
 	rec.ExpiresAt = &t
 	if err := s.save(ctx, rec); err != nil {
 		return nil, err
@@ -444,7 +448,7 @@ func (s *Service) Touch(ctx context.Context, rec *store.Sandbox) {
 	if err != nil {
 		return
 	}
-	cur.LastActiveAt = s.now().UTC()
+	cur.LastActiveAt = s.stamp()
 	if err := s.cfg.Store.UpdateSandbox(ctx, cur); err == nil {
 		*rec = *cur
 	}
