@@ -46,6 +46,10 @@ bench: build ## measure execd against the raw host (table; BENCH_FLAGS="--n 3" f
 bench-native: build ## measure the native backend against the process harness and unshare (needs root)
 	./$(BIN) bench native $(BENCH_FLAGS)
 
+.PHONY: bench-api
+bench-api: build ## measure the server's API and proxy on the native backend (needs root)
+	./$(BIN) bench api $(BENCH_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$($(GO) list ./...); do \

@@ -16,8 +16,11 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 	if len(args) > 0 && args[0] == "native" {
 		return runBenchNative(ctx, args[1:], stdio)
 	}
+	if len(args) > 0 && args[0] == "api" {
+		return runBenchAPI(ctx, args[1:], stdio)
+	}
 	if len(args) == 0 || args[0] != "execd" {
-		return errors.New("usage: astrabox bench execd|native [flags]")
+		return errors.New("usage: astrabox bench execd|native|api [flags]")
 	}
 	fs := flag.NewFlagSet("bench execd", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
@@ -101,6 +104,39 @@ func runBenchNative(ctx context.Context, args []string, stdio IO) error {
 	}
 	rep, err := bench.RunNative(ctx, bench.NativeConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
 		Concurrent: max(*concurrent, 1), Cycles: max(*cycles, 0), Progress: stdio.Stderr})
+	if err != nil {
+		return err
+	}
+	rep.WriteTable(stdio.Stdout)
+	if *jsonOut != "" {
+		return rep.WriteJSON(*jsonOut)
+	}
+	return nil
+}
+
+func runBenchAPI(ctx context.Context, args []string, stdio IO) error {
+	fs := flag.NewFlagSet("bench api", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	n := fs.Int("n", 50, "samples of each latency")
+	concurrent := fs.Int("concurrent", 100, "sandboxes created at once")
+	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate the astrabox binary: %w", err)
+	}
+	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o711); err != nil { // boxes run as unprivileged users
+		return err
+	}
+	rep, err := bench.RunAPI(ctx, bench.APIConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
+		Concurrent: max(*concurrent, 1), Progress: stdio.Stderr})
 	if err != nil {
 		return err
 	}
