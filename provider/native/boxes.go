@@ -106,6 +106,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err := p.cg.create(id, res); err != nil {
 		return sandbox.Info{}, err
 	}
+	cfg.CgroupDirs = p.cg.dirMap(id)
 	var tb [24]byte
 	_, _ = rand.Read(tb[:])
 	token := hex.EncodeToString(tb[:])

@@ -24,7 +24,7 @@ type cgroups struct {
 }
 
 // v1Controllers are the hierarchies a box joins on cgroup v1.
-var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
 
 // detectCgroups inspects root (normally /sys/fs/cgroup).
 func detectCgroups(root, parent string) (*cgroups, error) {
@@ -112,6 +112,18 @@ func (cg *cgroups) create(id string, r sandbox.Resources) error {
 		}
 	}
 	return nil
+}
+
+// dirMap returns the box's cgroup directories by v1 controller ("" for v2).
+func (cg *cgroups) dirMap(id string) map[string]string {
+	if cg.v2 {
+		return map[string]string{"": cg.dir("", id)}
+	}
+	out := map[string]string{}
+	for _, c := range v1Controllers {
+		out[c] = cg.dir(c, id)
+	}
+	return out
 }
 
 // join moves pid into every cgroup of the box.

@@ -36,6 +36,10 @@ type initConfig struct {
 	DiskBytes int64 `json:"diskBytes"`
 	TmpBytes  int64 `json:"tmpBytes"`
 	ShmBytes  int64 `json:"shmBytes"`
+	// CgroupDirs are the host directories of the box's own cgroups by v1
+	// controller ("" for the v2 group), bound read-only into the box's
+	// /sys/fs/cgroup so that execd reports the box's limits and usage.
+	CgroupDirs map[string]string `json:"cgroupDirs,omitempty"`
 	// Env is the environment of execd and the entrypoint.
 	Env        []string `json:"env"`
 	Entrypoint []string `json:"entrypoint,omitempty"`

@@ -53,6 +53,9 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("sysfs", filepath.Join(root, "sys"), "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /sys: %w", err)
 	}
+	if err := bindCgroups(filepath.Join(root, "sys", "fs", "cgroup"), cfg.CgroupDirs); err != nil {
+		return err
+	}
 	if err := buildDev(filepath.Join(root, "dev"), cfg.ShmBytes); err != nil {
 		return err
 	}
@@ -69,6 +72,33 @@ func buildRoot(cfg *initConfig) error {
 		return err
 	}
 	return maskProc()
+}
+
+// bindCgroups binds the box's own cgroup directories read-only at dst (a
+// tmpfs holding one directory per v1 controller; the v2 group directly).
+func bindCgroups(dst string, dirs map[string]string) error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	if v2, ok := dirs[""]; ok {
+		if err := bindDir(v2, dst, true); err != nil {
+			return fmt.Errorf("bind cgroup: %w", err)
+		}
+		return nil
+	}
+	if err := mountTmpfs(dst, 64<<10, 0o755, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+		return fmt.Errorf("cgroup mount point: %w", err)
+	}
+	for ctrl, dir := range dirs {
+		target := filepath.Join(dst, ctrl)
+		if err := os.Mkdir(target, 0o755); err != nil {
+			return fmt.Errorf("cgroup mount point: %w", err)
+		}
+		if err := bindDir(dir, target, true); err != nil {
+			return fmt.Errorf("bind cgroup %s: %w", ctrl, err)
+		}
+	}
+	return remountReadOnly(dst)
 }
 
 // hostImage binds the host's /usr read-only, links /bin, /lib, /lib64 and

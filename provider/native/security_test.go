@@ -316,3 +316,20 @@ func TestOrphansAreListedAndRemoved(t *testing.T) {
 	}
 	h.CheckGone(t, id)
 }
+
+func TestMetricsReportTheBoxLimits(t *testing.T) {
+	h := newHarness(t)
+	spec := sandbox.Spec{Image: "host", Resources: sandbox.Resources{MemoryBytes: 300 << 20, MilliCPU: 500}}
+	b := sandboxtest.NewBox(t, h, &spec)
+	m, err := b.Client.Metrics(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MemTotalMiB != 300 || m.CPUCount != 0.5 || m.MemUsedMiB <= 0 || m.MemUsedMiB >= 300 {
+		t.Fatalf("metrics %+v, want 300 MiB total, 0.5 CPU and some usage below the total", m)
+	}
+	// The box's cgroups are visible to it read-only.
+	if code, _, _ := sh(t, b, nil, "echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes"); code == 0 {
+		t.Fatal("the box could change its own memory limit")
+	}
+}
