@@ -174,4 +174,3 @@ func RunAPI(ctx context.Context, cfg APIConfig) (Report, error) {
 		Unit: "ms", Subject: wall, AltName: "-", Latency: &cl})
 	return rep, errors.Join(errs...)
 }
-
