@@ -315,13 +315,13 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	if err != nil {
 		return err
 	}
-	rec.State, rec.Reason = sandbox.StateStopping, reason
-	if err := s.save(ctx, rec); err != nil {
-		return err
-	}
 	p, ok := s.cfg.Backends[rec.Backend]
 	if !ok {
 		return sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, rec.Backend)
+	}
+	rec.State, rec.Reason = sandbox.StateStopping, reason
+	if err := s.save(ctx, rec); err != nil {
+		return err
 	}
 	if err := p.Delete(context.WithoutCancel(ctx), id); err != nil {
 		rec.State, rec.Reason = sandbox.StateFailed, "delete_failed: "+err.Error()

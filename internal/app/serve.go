@@ -142,6 +142,9 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	}
 
 	cfg := api.Config{Service: svc, Store: st, Insecure: *insecure, PublicHost: *publicHost, Logger: log}
+	if *insecure {
+		log.Warn("serving WITHOUT authentication (--insecure): anyone who reaches the listen address controls every sandbox")
+	}
 	if !*insecure {
 		key := *apiKey
 		if key == "" {
