@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/internal/procfs"
 	"github.com/astrabox/astrabox/sandbox"
@@ -71,7 +69,6 @@ func (p *Provider) resources(r sandbox.Resources) sandbox.Resources {
 
 func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Info, error) {
 	cfg := initConfig{ID: id, Hostname: id, Binary: p.binary}
-	var lowerFile *os.File
 	switch spec.Image {
 	case "", "host":
 		cfg.HostImage = true
@@ -85,16 +82,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		if err != nil {
 			return sandbox.Info{}, err
 		}
-		// The image store keeps image directories unreachable to other
-		// users; init, an unprivileged host uid, gets the lower layer as
-		// an open directory instead of a path it would have to walk.
-		lower, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return sandbox.Info{}, fmt.Errorf("open image %s: %w", spec.Image, err)
-		}
-		defer lower.Close()
-		lowerFile = lower
-		cfg.Lower = fmt.Sprintf("/proc/self/fd/%d", fdLower)
+		cfg.Lower = dir
 	}
 	res := p.resources(spec.Resources)
 	cfg.DiskBytes = res.DiskBytes
@@ -139,7 +127,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		return sandbox.Info{}, fmt.Errorf("execd socket: %w", err)
 	}
 
-	cmd, err := p.spawn(&cfg, slot, listener, token, lowerFile)
+	cmd, err := p.spawn(&cfg, slot, listener, token)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
@@ -159,7 +147,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 
 // spawn starts the box's init in new namespaces, places it in the box's
 // cgroups, hands it its configuration and lets it go.
-func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token string, lower *os.File) (*exec.Cmd, error) {
+func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token string) (*exec.Cmd, error) {
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("config pipe: %w", err)
@@ -192,7 +180,7 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token str
 		Dir:        "/",
 		Stdout:     logf,
 		Stderr:     logf,
-		ExtraFiles: []*os.File{cfgR, syncR, listener, tokR, lower},
+		ExtraFiles: []*os.File{cfgR, syncR, listener, tokR},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 				syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET,

@@ -6,7 +6,6 @@ const (
 	fdSync     = 4 // one byte once the host has placed init in its cgroups
 	fdListener = 5 // listening unix socket for execd, bound on the host side
 	fdToken    = 6 // execd access token, then EOF
-	fdLower    = 7 // the image's root directory (O_PATH), for imported images
 )
 
 // Where things are inside a box.
