@@ -40,9 +40,9 @@ func TestPlan(t *testing.T) {
 		"native": {Name: "native", Backend: "native"},
 	}, 2*time.Hour)
 	tests := []struct {
-		name string
-		req  CreateRequest
-		code sandbox.Code // "" for success
+		name  string
+		req   CreateRequest
+		code  sandbox.Code // "" for success
 		check func(t *testing.T, backend string, spec sandbox.Spec)
 	}{
 		{name: "defaults", req: CreateRequest{}, check: func(t *testing.T, b string, s sandbox.Spec) {
