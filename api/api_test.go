@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -285,7 +284,6 @@ func TestProxyClosedPortAndConcurrentDeletes(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
-	deleted := 0
 	for err := range errs {
 		switch {
 		case err == nil:
@@ -294,7 +292,6 @@ func TestProxyClosedPortAndConcurrentDeletes(t *testing.T) {
 		default:
 			t.Errorf("unexpected error: %v", err)
 		}
-		_ = deleted
 	}
 	if _, err := e.c.Get(ctx, sb.ID); client.CodeOf(err) != sandbox.CodeSandboxNotFound {
 		t.Fatalf("after concurrent deletes: %v", err)
@@ -338,8 +335,6 @@ func lifecycleAt(t *testing.T, e *env, at time.Time) *lifecycle.Service {
 	}
 	return svc
 }
-
-var _ = fmt.Sprint
 
 func TestHealthMetricsOpenAPI(t *testing.T) {
 	e := newEnv(t, 0)

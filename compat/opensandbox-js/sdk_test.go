@@ -37,7 +37,7 @@ import (
 
 // cgroupControllers are the cgroup v1 hierarchies of the native backend
 // ("" is the v2 unified one).
-var cgroupControllers = []string{"memory", "pids", "cpu", "freezer", ""}
+var cgroupControllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""}
 
 func TestOpenSandboxJSSDK(t *testing.T) {
 	testenv.NeedRoot(t)

@@ -36,26 +36,39 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
+	return runBenchmark(stdio, *dir, *jsonOut, func(exe, scratch string) (bench.Report, error) {
+		return bench.RunExecd(ctx, bench.ExecdConfig{
+			Command: []string{exe}, Dir: scratch, N: max(*n, 1), Size: bytes, Repeat: max(*repeat, 1), Progress: stdio.Stderr,
+		})
+	})
+}
+
+// runBenchmark runs one benchmark with the astrabox binary and a scratch
+// directory (dir, or a new temporary one traversable by the unprivileged
+// users boxes run as, removed afterwards), prints its table and writes its
+// JSON when jsonOut is set.
+func runBenchmark(stdio IO, dir, jsonOut string, run func(exe, scratch string) (bench.Report, error)) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("locate the astrabox binary: %w", err)
 	}
-	scratch := *dir
+	scratch := dir
 	if scratch == "" {
 		if scratch, err = os.MkdirTemp("", "astrabox-bench-"); err != nil {
 			return fmt.Errorf("scratch dir: %w", err)
 		}
 		defer os.RemoveAll(scratch)
+		if err := os.Chmod(scratch, 0o711); err != nil {
+			return fmt.Errorf("scratch dir: %w", err)
+		}
 	}
-	rep, err := bench.RunExecd(ctx, bench.ExecdConfig{
-		Command: []string{exe}, Dir: scratch, N: max(*n, 1), Size: bytes, Repeat: max(*repeat, 1), Progress: stdio.Stderr,
-	})
+	rep, err := run(exe, scratch)
 	if err != nil {
 		return err
 	}
 	rep.WriteTable(stdio.Stdout)
-	if *jsonOut != "" {
-		return rep.WriteJSON(*jsonOut)
+	if jsonOut != "" {
+		return rep.WriteJSON(jsonOut)
 	}
 	return nil
 }
@@ -90,28 +103,10 @@ func runBenchNative(ctx context.Context, args []string, stdio IO) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("locate the astrabox binary: %w", err)
-	}
-	scratch, err := os.MkdirTemp("", "astrabox-bench-")
-	if err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
-	}
-	defer os.RemoveAll(scratch)
-	if err := os.Chmod(scratch, 0o711); err != nil { // boxes run as unprivileged users
-		return err
-	}
-	rep, err := bench.RunNative(ctx, bench.NativeConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
-		Concurrent: max(*concurrent, 1), Cycles: max(*cycles, 0), Progress: stdio.Stderr})
-	if err != nil {
-		return err
-	}
-	rep.WriteTable(stdio.Stdout)
-	if *jsonOut != "" {
-		return rep.WriteJSON(*jsonOut)
-	}
-	return nil
+	return runBenchmark(stdio, "", *jsonOut, func(exe, scratch string) (bench.Report, error) {
+		return bench.RunNative(ctx, bench.NativeConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
+			Concurrent: max(*concurrent, 1), Cycles: max(*cycles, 0), Progress: stdio.Stderr})
+	})
 }
 
 func runBenchAPI(ctx context.Context, args []string, stdio IO) error {
@@ -123,26 +118,8 @@ func runBenchAPI(ctx context.Context, args []string, stdio IO) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("locate the astrabox binary: %w", err)
-	}
-	scratch, err := os.MkdirTemp("", "astrabox-bench-")
-	if err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
-	}
-	defer os.RemoveAll(scratch)
-	if err := os.Chmod(scratch, 0o711); err != nil { // boxes run as unprivileged users
-		return err
-	}
-	rep, err := bench.RunAPI(ctx, bench.APIConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
-		Concurrent: max(*concurrent, 1), Progress: stdio.Stderr})
-	if err != nil {
-		return err
-	}
-	rep.WriteTable(stdio.Stdout)
-	if *jsonOut != "" {
-		return rep.WriteJSON(*jsonOut)
-	}
-	return nil
+	return runBenchmark(stdio, "", *jsonOut, func(exe, scratch string) (bench.Report, error) {
+		return bench.RunAPI(ctx, bench.APIConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
+			Concurrent: max(*concurrent, 1), Progress: stdio.Stderr})
+	})
 }

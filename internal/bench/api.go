@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/client"
@@ -53,12 +51,7 @@ func RunAPI(ctx context.Context, cfg APIConfig) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	defer func() {
-		_ = unix.Unmount(filepath.Join(cfg.Dir, "native", "bin"), unix.MNT_DETACH)
-		for _, c := range []string{"memory", "pids", "cpu", "freezer", ""} {
-			_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, cgroupParent))
-		}
-	}()
+	defer nat.Close()
 	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"native": nat}, DefaultBackend: "native"})
 	if err != nil {
 		return rep, err

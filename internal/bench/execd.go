@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,9 +54,7 @@ func RunExecd(ctx context.Context, cfg ExecdConfig) (Report, error) {
 		return rep, fmt.Errorf("create box: %w", err)
 	}
 	defer p.Delete(context.WithoutCancel(ctx), id)
-	c := client.New("http://execd", client.WithToken(info.AccessToken), client.WithDialer(func(ctx context.Context) (net.Conn, error) {
-		return p.Dial(ctx, id)
-	}))
+	c := connect(p, info)
 	if err := c.WaitReady(ctx); err != nil {
 		return rep, err
 	}
@@ -76,8 +73,7 @@ func RunExecd(ctx context.Context, cfg ExecdConfig) (Report, error) {
 		return rep, err
 	}
 	rep.Rows = append(rep.Rows, row)
-	sseClient := client.New("http://execd", client.WithToken(info.AccessToken), client.WithEventStream(),
-		client.WithDialer(func(ctx context.Context) (net.Conn, error) { return p.Dial(ctx, id) }))
+	sseClient := connect(p, info, client.WithEventStream())
 	row, err = benchStream(ctx, sseClient, cfg.Size, cfg.Repeat, "SSE + JSON, the OpenSandbox encoding")
 	if err != nil {
 		return rep, err

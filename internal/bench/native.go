@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/provider/native"
@@ -50,12 +48,7 @@ func RunNative(ctx context.Context, cfg NativeConfig) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	defer func() {
-		_ = unix.Unmount(filepath.Join(cfg.Dir, "native", "bin"), unix.MNT_DETACH)
-		for _, c := range []string{"memory", "pids", "cpu", "freezer", ""} {
-			_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, cgroupParent))
-		}
-	}()
+	defer nat.Close()
 	proc, err := process.New(process.Config{Dir: filepath.Join(cfg.Dir, "process"), Command: cfg.Command})
 	if err != nil {
 		return rep, err
@@ -130,10 +123,12 @@ func RunNative(ctx context.Context, cfg NativeConfig) (Report, error) {
 	return rep, nil
 }
 
-func connect(p sandbox.Provider, info sandbox.Info) *client.Client {
-	return client.New("http://execd", client.WithToken(info.AccessToken), client.WithDialer(func(ctx context.Context) (net.Conn, error) {
+// connect returns a client of a box's execd, reached through p.
+func connect(p sandbox.Provider, info sandbox.Info, opts ...client.Option) *client.Client {
+	opts = append([]client.Option{client.WithToken(info.AccessToken), client.WithDialer(func(ctx context.Context) (net.Conn, error) {
 		return p.Dial(ctx, info.ID)
-	}))
+	})}, opts...)
+	return client.New("http://execd", opts...)
 }
 
 var benchSeq atomic.Int64
@@ -288,7 +283,7 @@ func snapshotHost(dir, cgroupParent string) hostSnapshot {
 			}
 		}
 	}
-	for _, c := range []string{"pids", "memory", "cpu", "freezer", ""} {
+	for _, c := range []string{"pids", "memory", "cpu", "cpuacct", "freezer", ""} {
 		entries, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup", c, cgroupParent))
 		for _, e := range entries {
 			if e.IsDir() {

@@ -126,6 +126,24 @@ func (cg *cgroups) dirMap(id string) map[string]string {
 	return out
 }
 
+// removeParent removes the (empty) parent group from every hierarchy.
+func (cg *cgroups) removeParent() error {
+	dirs := []string{filepath.Join(cg.root, cg.parent)}
+	if !cg.v2 {
+		dirs = dirs[:0]
+		for _, c := range v1Controllers {
+			dirs = append(dirs, filepath.Join(cg.root, c, cg.parent))
+		}
+	}
+	var errs []error
+	for _, d := range dirs {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // join moves pid into every cgroup of the box.
 func (cg *cgroups) join(id string, pid int) error {
 	for _, d := range cg.dirs(id) {

@@ -279,3 +279,18 @@ func validID(id string) error {
 	}
 	return nil
 }
+
+// Close releases what New set up on the host, for a provider that is done
+// with the data dir (tests, benchmarks): the binary's tmpfs and the cgroup
+// parent, which must hold no box by then. A server does not call it: its
+// boxes keep running across restarts.
+func (p *Provider) Close() error {
+	var errs []error
+	if err := unix.Unmount(filepath.Join(p.cfg.DataDir, dirBin), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		errs = append(errs, fmt.Errorf("unmount binary dir: %w", err))
+	}
+	if err := p.cg.removeParent(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

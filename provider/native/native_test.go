@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
@@ -46,7 +44,7 @@ func (h *harness) CheckGone(t *testing.T, id string) {
 	if _, err := os.Stat(filepath.Join(h.dataDir, "boxes", id)); !os.IsNotExist(err) {
 		t.Errorf("box directory of %s is left: %v", id, err)
 	}
-	for _, c := range []string{"memory", "pids", "cpu", "freezer", ""} {
+	for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} {
 		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", c, h.cgroup, id)); err == nil {
 			t.Errorf("cgroup %s of %s is left", c, id)
 		}
@@ -101,18 +99,15 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = unix.Unmount(filepath.Join(dir, "bin"), unix.MNT_DETACH)
-		os.RemoveAll(dir)
-	})
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	cgroup := "astrabox-test-" + strconv.Itoa(os.Getpid())
 	p, err := native.New(native.Config{DataDir: dir, Binary: binary, CgroupParent: cgroup})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, c := range []string{"memory", "pids", "cpu", "freezer", ""} {
-			_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, cgroup))
+		if err := p.Close(); err != nil {
+			t.Errorf("close provider: %v", err)
 		}
 	})
 	return &harness{p: p, dataDir: dir, cgroup: cgroup}
