@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,6 +47,12 @@ type env struct {
 
 func newEnv(t *testing.T, max int) *env {
 	t.Helper()
+	return newEnvWith(t, max, nil)
+}
+
+// newEnvWith is newEnv with extra configured profiles.
+func newEnvWith(t *testing.T, max int, extra map[string]lifecycle.Profile) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir()+"/astrabox.db")
 	if err != nil {
@@ -56,9 +63,11 @@ func newEnv(t *testing.T, max int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	profiles := map[string]lifecycle.Profile{"small": {Name: "small", Backend: "process"}, "docker": {Name: "docker", Backend: "docker"}}
+	maps.Copy(profiles, extra)
 	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"process": p},
 		Installed: []string{"process", "native", "docker"}, DefaultBackend: "process", MaxSandboxes: max,
-		Profiles: map[string]lifecycle.Profile{"small": {Name: "small", Backend: "process"}, "docker": {Name: "docker", Backend: "docker"}}})
+		Profiles: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,11 +411,11 @@ func TestProfilesAPI(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := put("tiny", `{"backend":"process","resources":{"memoryBytes":268435456},"timeout":120000000000}`); code != 200 {
+	if code, body := put("tiny", `{"backend":"process","resources":{"memoryBytes":268435456},"timeout":120}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}
 	for _, bad := range []struct{ name, body string }{
-		{"Bad_Name", `{}`}, {"small", `{}`}, {"x", `{"backend":"nope"}`}, {"y", `{"network":"sideways"}`},
+		{"Bad_Name", `{}`}, {"small", `{}`}, {"x", `{"backend":"nope"}`}, {"y", `{"network":"sideways"}`}, {"z", `{"timeout":-5}`}, {"w", `{"poolSize":-1}`}, {"v", `{"color":"red"}`},
 	} {
 		if code, _ := put(bad.name, bad.body); code < 400 {
 			t.Errorf("put %s %s accepted", bad.name, bad.body)

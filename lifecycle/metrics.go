@@ -80,5 +80,5 @@ func (s *Service) WriteMetrics(ctx context.Context, w io.Writer) error {
 		}
 	}
 	createSeconds.write(w, "astrabox_sandbox_create_seconds", "Time from create request to a running sandbox.", "backend")
-	return nil
+	return s.writePoolMetrics(ctx, w)
 }

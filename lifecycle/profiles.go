@@ -1,12 +1,14 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -122,3 +124,38 @@ func (s *Service) profileNamesAll(ctx context.Context) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// profileJSON is Profile on the wire: timeouts in whole seconds.
+type profileJSON struct {
+	profileFields
+	Timeout     int64 `json:"timeout,omitempty"`
+	IdleTimeout int64 `json:"idleTimeout,omitempty"`
+}
+
+// profileFields has Profile's fields without its methods.
+type profileFields Profile
+
+// MarshalJSON writes the profile with its timeouts in seconds.
+func (p Profile) MarshalJSON() ([]byte, error) {
+	return json.Marshal(profileJSON{profileFields(p), int64(p.Timeout / time.Second), int64(p.IdleTimeout / time.Second)})
+}
+
+// UnmarshalJSON reads a profile whose timeouts are in seconds; they must
+// not be negative, and unknown fields are refused.
+func (p *Profile) UnmarshalJSON(b []byte) error {
+	var j profileJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return err
+	}
+	if j.Timeout < 0 || j.IdleTimeout < 0 || j.Timeout > maxSeconds || j.IdleTimeout > maxSeconds {
+		return fmt.Errorf("profile timeouts must be 0 to %d seconds", maxSeconds)
+	}
+	*p = Profile(j.profileFields)
+	p.Timeout, p.IdleTimeout = time.Duration(j.Timeout)*time.Second, time.Duration(j.IdleTimeout)*time.Second
+	return nil
+}
+
+// maxSeconds keeps a timeout in seconds representable as a time.Duration.
+const maxSeconds = int64(1<<63-1) / int64(time.Second)

@@ -16,7 +16,8 @@ import (
 // Reconcile runs one reconciler per enabled backend until ctx ends, each
 // every interval: it deletes expired and idle sandboxes, marks records whose
 // box is gone as Failed, deletes Failed and half-created boxes, and
-// removes orphans (boxes the backend has that the store does not know).
+// removes orphans (boxes the backend has that the store does not know),
+// and refills warm pools, also at once when a claim took a pooled box.
 // One slow or dead backend never delays another.
 func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
@@ -28,10 +29,8 @@ func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 			defer t.Stop()
 			for {
 				s.ReconcileBackend(ctx, name, p)
-				select {
-				case <-ctx.Done():
+				if !s.waitForPass(ctx, name, t.C) {
 					return
-				case <-t.C:
 				}
 			}
 		}()
@@ -39,12 +38,29 @@ func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 	wg.Wait()
 }
 
+// waitForPass refills backend's pools whenever a claim asks, until the
+// next full pass is due (true) or ctx ends (false).
+func (s *Service) waitForPass(ctx context.Context, backend string, tick <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			return true
+		case <-s.kicks[backend]:
+			pass, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			s.refillPools(pass, backend)
+			cancel()
+		}
+	}
+}
+
 // ReconcileBackend makes one pass over backend name.
 func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.Provider) {
 	pass, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	now := s.now()
-	recs, _, err := s.cfg.Store.ListSandboxes(pass, store.ListFilter{Backend: name})
+	recs, _, err := s.cfg.Store.ListSandboxes(pass, store.ListFilter{Backend: name, AllPools: true})
 	if err != nil {
 		s.log.Warn("reconcile: list records", "backend", name, "err", err)
 		return
@@ -94,6 +110,7 @@ func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.P
 			s.log.Warn("reconcile: remove orphan", "backend", name, "sandbox_id", b.ID, "err", err)
 		}
 	}
+	s.refillPools(pass, name)
 }
 
 // busy reports whether the sandbox's execd is running a command (or cannot

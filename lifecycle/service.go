@@ -48,16 +48,23 @@ type Config struct {
 
 // Profile is a RuntimeProfile: defaults a create request starts from.
 type Profile struct {
-	Name         string               `json:"name"`
-	Backend      string               `json:"backend,omitempty"`
-	Image        string               `json:"image,omitempty"`
-	Resources    sandbox.Resources    `json:"resources"`
-	Network      sandbox.NetworkMode  `json:"network,omitempty"`
-	Timeout      time.Duration        `json:"timeout,omitempty"`
-	IdleTimeout  time.Duration        `json:"idleTimeout,omitempty"`
+	Name      string              `json:"name"`
+	Backend   string              `json:"backend,omitempty"`
+	Image     string              `json:"image,omitempty"`
+	Resources sandbox.Resources   `json:"resources"`
+	Network   sandbox.NetworkMode `json:"network,omitempty"`
+	// Timeout and IdleTimeout are whole seconds on the wire (see
+	// MarshalJSON), like the lifecycle API's timeout.
+	Timeout      time.Duration        `json:"-"`
+	IdleTimeout  time.Duration        `json:"-"`
 	Capabilities []sandbox.Capability `json:"capabilities,omitempty"`
 	Env          map[string]string    `json:"env,omitempty"`
-	PoolSize     int                  `json:"poolSize,omitempty"`
+	// Entrypoint is the process a box starts with when the request names
+	// none.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	// PoolSize is how many ready boxes of this profile the server keeps
+	// warm; a create that fits them claims one (see poolKey).
+	PoolSize int `json:"poolSize,omitempty"`
 }
 
 // Service is the sandbox service. It is safe for concurrent use.
@@ -68,6 +75,8 @@ type Service struct {
 	locks  sync.Map // id -> *sync.Mutex: one state change at a time per box
 	tokens sync.Map // id -> execd access token
 	subs   *broker
+	kicks  map[string]chan struct{} // backend -> refill its pools now
+	pools  poolStats
 }
 
 // New checks cfg and returns a Service. Profiles naming an installed but
@@ -92,13 +101,25 @@ func New(cfg Config) (*Service, error) {
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = 2 * time.Minute
 	}
-	if cfg.Profiles == nil {
-		cfg.Profiles = map[string]Profile{}
+	profiles := make(map[string]Profile, len(cfg.Profiles)+1)
+	for name, p := range cfg.Profiles {
+		if err := validProfileName(name); err != nil {
+			return nil, fmt.Errorf("lifecycle: configured profile: %w", err)
+		}
+		if p.PoolSize < 0 {
+			return nil, fmt.Errorf("lifecycle: profile %s: poolSize must not be negative", name)
+		}
+		p.Name = name // the map's key names it
+		profiles[name] = p
 	}
+	cfg.Profiles = profiles
 	if _, ok := cfg.Profiles["default"]; !ok {
 		cfg.Profiles["default"] = Profile{Name: "default", Backend: cfg.DefaultBackend}
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, now: cfg.Now, subs: newBroker()}
+	s := &Service{cfg: cfg, log: cfg.Logger, now: cfg.Now, subs: newBroker(), kicks: map[string]chan struct{}{}}
+	for name := range cfg.Backends {
+		s.kicks[name] = make(chan struct{}, 1)
+	}
 	for name, p := range cfg.Profiles {
 		if p.Backend != "" {
 			if _, ok := cfg.Backends[p.Backend]; !ok {
@@ -171,9 +192,13 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 		}
 		return "", sandbox.Spec{}, prof, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown backend %q (enabled: %s)", backend, strings.Join(s.backendNames(), ", "))
 	}
+	entrypoint := req.Entrypoint
+	if len(entrypoint) == 0 {
+		entrypoint = prof.Entrypoint
+	}
 	spec := sandbox.Spec{
 		Image:        firstNonEmpty(req.Image, prof.Image, "host"),
-		Entrypoint:   req.Entrypoint,
+		Entrypoint:   entrypoint,
 		Env:          map[string]string{},
 		Resources:    prof.Resources,
 		Timeout:      prof.Timeout,
@@ -212,8 +237,10 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 
 // Create starts a sandbox and returns its record once it is Running (or
 // the error that stopped it; the record then says Failed and the backend
-// holds nothing of it).
+// holds nothing of it). When the request's profile keeps a warm pool and
+// the request fits the pool's boxes, a ready box is claimed instead.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
+	start := time.Now()
 	backend, spec, prof, err := s.plan(ctx, req)
 	if err != nil {
 		return nil, err
@@ -231,6 +258,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
+	if prof.PoolSize > 0 {
+		rec, err := s.claim(ctx, poolKey(prof.Name, backend, spec), spec, specJSON)
+		if rec != nil || err != nil {
+			createSeconds.observe(backend, time.Since(start))
+			return rec, err
+		}
+	}
 	now := s.stamp()
 	rec := &store.Sandbox{
 		ID: newID(), Backend: backend, Profile: prof.Name, State: sandbox.StatePending, Reason: "provisioning",
@@ -241,29 +275,35 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		exp := now.Add(spec.Timeout)
 		rec.ExpiresAt = &exp
 	}
+	if err := s.provision(ctx, rec, spec); err != nil {
+		return rec, err
+	}
+	createSeconds.observe(backend, time.Since(start))
+	s.log.Info("sandbox created", "sandbox_id", rec.ID, "backend", backend, "ms", time.Since(start).Milliseconds())
+	return rec, nil
+}
+
+// provision records rec (Pending), creates its box on rec.Backend and
+// saves the outcome: Running, or Failed with the backend's error, which it
+// returns.
+func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec) error {
 	if err := s.cfg.Store.CreateSandbox(ctx, rec); err != nil {
-		return nil, fmt.Errorf("record sandbox: %w", err)
+		return fmt.Errorf("record sandbox: %w", err)
 	}
 	s.emit(ctx, rec)
 	unlock := s.lock(rec.ID)
 	defer unlock()
-	start := time.Now()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CreateTimeout)
 	defer cancel()
-	info, err := s.cfg.Backends[backend].Create(cctx, rec.ID, spec)
-	createSeconds.observe(backend, time.Since(start))
+	info, err := s.cfg.Backends[rec.Backend].Create(cctx, rec.ID, spec)
 	if err != nil {
 		rec.State, rec.Reason = sandbox.StateFailed, "provision_failed: "+sandbox.MessageOf(err)
 		s.save(context.WithoutCancel(ctx), rec)
-		return rec, err
+		return err
 	}
 	rec.State, rec.Reason, rec.ProviderState = sandbox.StateRunning, "", info.StateBlob
 	s.tokens.Store(rec.ID, info.AccessToken)
-	if err := s.save(context.WithoutCancel(ctx), rec); err != nil {
-		return rec, err
-	}
-	s.log.Info("sandbox created", "sandbox_id", rec.ID, "backend", backend, "ms", time.Since(start).Milliseconds())
-	return rec, nil
+	return s.save(context.WithoutCancel(ctx), rec)
 }
 
 // save writes rec (refreshing its version on conflict) and emits its state.

@@ -44,6 +44,9 @@ type Sandbox struct {
 	LastActiveAt time.Time
 	// ProviderState is the backend's opaque re-attach record.
 	ProviderState []byte
+	// Pool is empty for a user's sandbox. A warm box waiting to be claimed
+	// carries the key of its pool (see lifecycle); ClaimPooled empties it.
+	Pool string
 	// Version increases with every update; Update compares it.
 	Version int64
 }
@@ -56,6 +59,11 @@ type ListFilter struct {
 	// ExpiresBefore selects boxes whose ExpiresAt is set and before it
 	// (strictly).
 	ExpiresBefore *time.Time
+	// Pool selects the members of one warm pool. When empty, AllPools
+	// selects every record and otherwise only users' sandboxes (Pool "")
+	// are selected.
+	Pool     string
+	AllPools bool
 	// Page is 1-based (below 1 means 1); PageSize 0 (or less) means all.
 	Page, PageSize int
 }
@@ -111,9 +119,14 @@ type Store interface {
 	// ListSandboxes returns matching records ordered by CreatedAt then ID,
 	// and the total number matching (before paging).
 	ListSandboxes(ctx context.Context, f ListFilter) ([]*Sandbox, int, error)
-	// CountActive counts boxes of backend ("" = all) that are not Terminated
-	// or Failed.
+	// CountActive counts users' boxes (Pool "") of backend ("" = all) that
+	// are not Terminated or Failed.
 	CountActive(ctx context.Context, backend string) (int, error)
+	// ClaimPooled takes the oldest Running member of pool out of it: its
+	// Pool becomes "" and its Version increases, atomically, so that of
+	// concurrent claims each gets a different box. It returns the claimed
+	// record, or ErrNotFound when the pool has no Running member.
+	ClaimPooled(ctx context.Context, pool string) (*Sandbox, error)
 
 	// AppendEvent stores e (a zero At is set to now) and returns its Seq.
 	// Events are kept apart from sandbox records: the sandbox need not

@@ -18,6 +18,7 @@ import (
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/sqlite"
 )
 
@@ -52,7 +53,8 @@ func RunAPI(ctx context.Context, cfg APIConfig) (Report, error) {
 		return rep, err
 	}
 	defer nat.Close()
-	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"native": nat}, DefaultBackend: "native"})
+	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"native": nat}, DefaultBackend: "native",
+		Profiles: map[string]lifecycle.Profile{"warm": {Name: "warm", PoolSize: warmPoolSize}}})
 	if err != nil {
 		return rep, err
 	}
@@ -92,6 +94,15 @@ func RunAPI(ctx context.Context, cfg APIConfig) (Report, error) {
 	a, d := summarize(viaAPI), summarize(direct)
 	rep.Rows = append(rep.Rows, Row{Scenario: "create → Running (p50), cold", Unit: "ms", Subject: a.P50, Alternative: d.P50,
 		AltName: "native Create called directly", Latency: &a, AltLatency: &d})
+
+	progress("create → Running through the API claimed from a warm pool of %d, %d times", warmPoolSize, cfg.N)
+	pooled, err := measurePooledCreate(ctx, svc, c, cfg.N)
+	if err != nil {
+		return rep, err
+	}
+	pl := summarize(pooled)
+	rep.Rows = append(rep.Rows, Row{Scenario: "create → Running (p50), from a warm pool", Unit: "ms", Subject: pl.P50, Alternative: a.P50,
+		AltName: "a cold create through the API", Latency: &pl, AltLatency: &a})
 
 	progress("exec round trip of `true` through the proxy, %d times; execd's socket directly as the alternative", cfg.N)
 	sb, err := c.Create(ctx, wire.CreateSandboxRequest{}, client.CreateOptions{})
@@ -166,4 +177,66 @@ func RunAPI(ctx context.Context, cfg APIConfig) (Report, error) {
 	rep.Rows = append(rep.Rows, Row{Scenario: fmt.Sprintf("%d concurrent creates through the API: wall time (failures: %d)", cfg.Concurrent, failures),
 		Unit: "ms", Subject: wall, AltName: "-", Latency: &cl})
 	return rep, errors.Join(errs...)
+}
+
+// warmPoolSize is the pool of the benchmark's "warm" profile.
+const warmPoolSize = 4
+
+// measurePooledCreate runs the service's reconciler (which fills the pool
+// and refills it after each claim) and times n creates of profile "warm",
+// each once the pool is full again. It drains the pool before returning.
+func measurePooledCreate(ctx context.Context, svc *lifecycle.Service, c *client.Client, n int) ([]time.Duration, error) {
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Reconcile(rctx, time.Hour) }()
+	defer func() {
+		stop()
+		<-done
+		recs, _, _ := svc.Store().ListSandboxes(context.WithoutCancel(ctx), store.ListFilter{AllPools: true})
+		for _, r := range recs {
+			if r.Pool != "" {
+				_ = svc.Delete(context.WithoutCancel(ctx), r.ID, "bench_done")
+			}
+		}
+	}()
+	var out []time.Duration
+	for range n {
+		if err := waitPoolFull(ctx, svc, warmPoolSize); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		sb, err := c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": "warm"}}, client.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("create from the pool: %w", err)
+		}
+		out = append(out, time.Since(start))
+		if err := c.Delete(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// waitPoolFull polls the store until size pooled boxes are Running.
+func waitPoolFull(ctx context.Context, svc *lifecycle.Service, size int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		recs, _, err := svc.Store().ListSandboxes(ctx, store.ListFilter{AllPools: true, States: []sandbox.State{sandbox.StateRunning}})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, r := range recs {
+			if r.Pool != "" {
+				ready++
+			}
+		}
+		if ready >= size {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("warm pool holds %d of %d boxes after a minute", ready, size)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -17,7 +17,7 @@ import (
 // sandboxColumns lists the columns scanSandbox reads, in its order.
 const sandboxColumns = `id, backend, profile, state, reason, image, spec, metadata,
 	entrypoint, created_at, updated_at, expires_at, idle_timeout, last_active_at,
-	provider_state, version`
+	provider_state, pool, version`
 
 // scanSandbox reads one row of sandboxColumns.
 func scanSandbox(row pgx.Row) (*store.Sandbox, error) {
@@ -29,7 +29,7 @@ func scanSandbox(row pgx.Row) (*store.Sandbox, error) {
 	)
 	if err := row.Scan(&s.ID, &s.Backend, &s.Profile, &state, &s.Reason, &s.Image,
 		&s.Spec, &s.Metadata, &s.Entrypoint, &s.CreatedAt, &s.UpdatedAt, &expires,
-		&idle, &s.LastActiveAt, &s.ProviderState, &s.Version); err != nil {
+		&idle, &s.LastActiveAt, &s.ProviderState, &s.Pool, &s.Version); err != nil {
 		return nil, err
 	}
 	if s.Metadata == nil {
@@ -60,7 +60,7 @@ func sandboxArgs(s *store.Sandbox) []any {
 	}
 	return []any{s.Backend, s.Profile, string(s.State), s.Reason, s.Image, s.Spec,
 		metadata, entrypoint, s.CreatedAt, s.UpdatedAt, s.ExpiresAt,
-		int64(s.IdleTimeout), s.LastActiveAt, s.ProviderState}
+		int64(s.IdleTimeout), s.LastActiveAt, s.ProviderState, s.Pool}
 }
 
 // CreateSandbox inserts s with Version 1, first setting a zero CreatedAt to
@@ -71,7 +71,7 @@ func (st *Store) CreateSandbox(ctx context.Context, s *store.Sandbox) error {
 		s.UpdatedAt = s.CreatedAt
 	}
 	tag, err := st.pool.Exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 1)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 1)
 		ON CONFLICT (id) DO NOTHING`, append([]any{s.ID}, sandboxArgs(s)...)...)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
@@ -103,8 +103,8 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 	tag, err := st.pool.Exec(ctx, `UPDATE sandboxes SET backend = $1, profile = $2,
 		state = $3, reason = $4, image = $5, spec = $6, metadata = $7, entrypoint = $8,
 		created_at = $9, updated_at = $10, expires_at = $11, idle_timeout = $12,
-		last_active_at = $13, provider_state = $14, version = version + 1
-		WHERE id = $15 AND version = $16`, append(sandboxArgs(s), s.ID, s.Version)...)
+		last_active_at = $13, provider_state = $14, pool = $15, version = version + 1
+		WHERE id = $16 AND version = $17`, append(sandboxArgs(s), s.ID, s.Version)...)
 	if err != nil {
 		return fmt.Errorf("update sandbox: %w", err)
 	}
@@ -162,6 +162,12 @@ func listWhere(f store.ListFilter) (string, []any) {
 	if f.ExpiresBefore != nil {
 		conds = append(conds, "expires_at IS NOT NULL AND expires_at < "+arg(*f.ExpiresBefore))
 	}
+	switch {
+	case f.Pool != "":
+		conds = append(conds, "pool = "+arg(f.Pool))
+	case !f.AllPools:
+		conds = append(conds, "pool = ''")
+	}
 	if len(conds) == 0 {
 		return "", nil
 	}
@@ -206,10 +212,31 @@ func (st *Store) ListSandboxes(ctx context.Context, f store.ListFilter) ([]*stor
 func (st *Store) CountActive(ctx context.Context, backend string) (int, error) {
 	var n int
 	err := st.pool.QueryRow(ctx, `SELECT COUNT(*) FROM sandboxes
-		WHERE state <> ALL($1) AND ($2 = '' OR backend = $2)`,
+		WHERE state <> ALL($1) AND ($2 = '' OR backend = $2) AND pool = ''`,
 		[]string{string(sandbox.StateTerminated), string(sandbox.StateFailed)}, backend).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count active sandboxes: %w", err)
 	}
 	return n, nil
+}
+
+// ClaimPooled takes the oldest Running member of pool out of it. Rows
+// another claim holds are skipped, and the outer condition re-checks the
+// pool, so concurrent claims never share a box; ErrNotFound when the pool
+// has none.
+func (st *Store) ClaimPooled(ctx context.Context, pool string) (*store.Sandbox, error) {
+	if pool == "" {
+		return nil, fmt.Errorf("claim pooled: empty pool: %w", store.ErrNotFound)
+	}
+	s, err := scanSandbox(st.pool.QueryRow(ctx, `UPDATE sandboxes SET pool = '', version = version + 1
+		WHERE pool = $1 AND id = (SELECT id FROM sandboxes WHERE pool = $1 AND state = $2
+			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+sandboxColumns, pool, string(sandbox.StateRunning)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("claim from pool %s: %w", pool, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim pooled: %w", err)
+	}
+	return s, nil
 }

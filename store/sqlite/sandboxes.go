@@ -17,7 +17,7 @@ import (
 // sandboxColumns lists the columns scanSandbox reads, in its order.
 const sandboxColumns = `id, backend, profile, state, reason, image, spec, metadata,
 	entrypoint, created_at, updated_at, expires_at, idle_timeout, last_active_at,
-	provider_state, version`
+	provider_state, pool, version`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -34,7 +34,7 @@ func scanSandbox(row rowScanner) (*store.Sandbox, error) {
 	)
 	if err := row.Scan(&s.ID, &s.Backend, &s.Profile, &state, &s.Reason, &s.Image,
 		&s.Spec, &metadata, &entrypoint, &created, &updated, &expires, &idle,
-		&lastActive, &s.ProviderState, &s.Version); err != nil {
+		&lastActive, &s.ProviderState, &s.Pool, &s.Version); err != nil {
 		return nil, err
 	}
 	var err error
@@ -67,7 +67,7 @@ func sandboxArgs(s *store.Sandbox) ([]any, error) {
 	return []any{s.Backend, s.Profile, string(s.State), s.Reason, s.Image, s.Spec,
 		metadata, entrypoint, micros(s.CreatedAt), micros(s.UpdatedAt),
 		nullMicros(s.ExpiresAt), int64(s.IdleTimeout), micros(s.LastActiveAt),
-		s.ProviderState}, nil
+		s.ProviderState, s.Pool}, nil
 }
 
 // CreateSandbox inserts s with Version 1, first setting a zero CreatedAt to
@@ -87,7 +87,7 @@ func (st *Store) CreateSandbox(ctx context.Context, s *store.Sandbox) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
 		ON CONFLICT (id) DO NOTHING`, append([]any{s.ID}, args...)...)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
@@ -149,7 +149,7 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET backend = ?, profile = ?,
 		state = ?, reason = ?, image = ?, spec = ?, metadata = ?, entrypoint = ?,
 		created_at = ?, updated_at = ?, expires_at = ?, idle_timeout = ?,
-		last_active_at = ?, provider_state = ?, version = version + 1
+		last_active_at = ?, provider_state = ?, pool = ?, version = version + 1
 		WHERE id = ? AND version = ?`, append(args, s.ID, s.Version)...)
 	if err != nil {
 		return fmt.Errorf("update sandbox: %w", err)
@@ -218,6 +218,13 @@ func listWhere(f store.ListFilter) (string, []any) {
 		conds = append(conds, "s.expires_at IS NOT NULL AND s.expires_at < ?")
 		args = append(args, micros(*f.ExpiresBefore))
 	}
+	switch {
+	case f.Pool != "":
+		conds = append(conds, "s.pool = ?")
+		args = append(args, f.Pool)
+	case !f.AllPools:
+		conds = append(conds, "s.pool = ''")
+	}
 	if len(conds) == 0 {
 		return "", nil
 	}
@@ -267,10 +274,30 @@ func (st *Store) ListSandboxes(ctx context.Context, f store.ListFilter) ([]*stor
 func (st *Store) CountActive(ctx context.Context, backend string) (int, error) {
 	var n int
 	err := st.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes
-		WHERE state NOT IN (?, ?) AND (? = '' OR backend = ?)`,
+		WHERE state NOT IN (?, ?) AND (? = '' OR backend = ?) AND pool = ''`,
 		string(sandbox.StateTerminated), string(sandbox.StateFailed), backend, backend).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count active sandboxes: %w", err)
 	}
 	return n, nil
+}
+
+// ClaimPooled takes the oldest Running member of pool out of it (one
+// statement, so concurrent claims never share a box); ErrNotFound when the
+// pool has none.
+func (st *Store) ClaimPooled(ctx context.Context, pool string) (*store.Sandbox, error) {
+	if pool == "" {
+		return nil, fmt.Errorf("claim pooled: empty pool: %w", store.ErrNotFound)
+	}
+	s, err := scanSandbox(st.w.QueryRowContext(ctx, `UPDATE sandboxes SET pool = '', version = version + 1
+		WHERE id = (SELECT id FROM sandboxes WHERE pool = ? AND state = ?
+			ORDER BY created_at, id LIMIT 1)
+		RETURNING `+sandboxColumns, pool, string(sandbox.StateRunning)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("claim from pool %s: %w", pool, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim pooled: %w", err)
+	}
+	return s, nil
 }

@@ -44,6 +44,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Profiles", testProfiles},
 		{"Concurrent", testConcurrent},
 		{"CreateRace", testCreateRace},
+		{"Pools", testPools},
+		{"ClaimRace", testClaimRace},
 		{"CanceledContext", testCanceledContext},
 		{"Ping", testPing},
 	}
@@ -173,6 +175,9 @@ func sandboxDiff(got, want *store.Sandbox) []string {
 	}
 	if !bytes.Equal(got.ProviderState, want.ProviderState) {
 		add("ProviderState", got.ProviderState, want.ProviderState)
+	}
+	if got.Pool != want.Pool {
+		add("Pool", got.Pool, want.Pool)
 	}
 	if got.Version != want.Version {
 		add("Version", got.Version, want.Version)
