@@ -50,6 +50,17 @@ bench-native: build ## measure the native backend against the process harness an
 bench-api: build ## measure the server's API and proxy on the native backend (needs root)
 	./$(BIN) bench api $(BENCH_FLAGS)
 
+.PHONY: image-debian
+image-debian: build ## build a Debian bookworm image with python3 (debootstrap) and import it as "debian" (root)
+	mkdir -p dist
+	image/debootstrap.sh debian $(CURDIR)/dist/debian-rootfs.tar.gz
+
+# The rootfs tarball alone (no import): what the tests of imported images
+# use, through ASTRABOX_TEST_ROOTFS.
+dist/debian-rootfs.tar.gz:
+	mkdir -p dist
+	NO_IMPORT=1 image/debootstrap.sh debian $(CURDIR)/$@
+
 .PHONY: fuzz
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$($(GO) list ./...); do \
@@ -60,4 +71,4 @@ fuzz: ## run each fuzz test for 20 s
 
 .PHONY: clean
 clean: ## remove build output
-	rm -rf bin
+	rm -rf bin dist

@@ -20,6 +20,8 @@
 #             configured for apt in /etc/apt/sources.list.d/*.sources or
 #             /etc/apt/sources.list)
 #   PACKAGES  extra packages, comma-separated (default: python3,ca-certificates)
+#   NO_IMPORT set to 1 to only write TARBALL (which is then required), e.g. to
+#             import it later or into another backend's engine
 #
 # It runs `debootstrap --variant=minbase`, drops apt's caches, packs the tree
 # with numeric owners into a gzip tarball and runs
@@ -38,6 +40,8 @@ if [ $# -gt 0 ] && [ "$1" = "--" ]; then shift; fi
 SUITE=${SUITE:-bookworm}
 PACKAGES=${PACKAGES:-python3,ca-certificates}
 
+NO_IMPORT=${NO_IMPORT:-0}
+[ "$NO_IMPORT" != 1 ] || [ -n "$OUT" ] || die "NO_IMPORT=1 needs a TARBALL to write"
 [ "$(id -u)" -eq 0 ] || die "run as root"
 command -v debootstrap >/dev/null 2>&1 || die "debootstrap is not installed (apt-get install -y debootstrap)"
 
@@ -48,7 +52,7 @@ if [ -z "${ASTRABOX:-}" ]; then
 		ASTRABOX=$(cd "$(dirname "$0")/.." && pwd)/bin/astrabox
 	fi
 fi
-[ -x "$ASTRABOX" ] || command -v "$ASTRABOX" >/dev/null 2>&1 || die "no astrabox binary at $ASTRABOX (make build, or set ASTRABOX)"
+[ "$NO_IMPORT" = 1 ] || [ -x "$ASTRABOX" ] || command -v "$ASTRABOX" >/dev/null 2>&1 || die "no astrabox binary at $ASTRABOX (make build, or set ASTRABOX)"
 
 # find_mirror prints the first Debian (non-security) mirror configured for apt.
 find_mirror() {
@@ -104,5 +108,9 @@ chroot "$ROOT" python3 --version >/dev/null || die "python3 does not run in the 
 tar --numeric-owner -C "$ROOT" -czf "$OUT" .
 echo "packed $(du -h "$OUT" | cut -f1) into $OUT" >&2
 
+if [ "$NO_IMPORT" = 1 ]; then
+	echo "done in $(($(date +%s) - start)) s (not imported)" >&2
+	exit 0
+fi
 "$ASTRABOX" image import "$@" "$NAME" "$OUT"
 echo "done in $(($(date +%s) - start)) s" >&2

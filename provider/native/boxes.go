@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/internal/procfs"
@@ -69,10 +73,20 @@ func (p *Provider) resources(r sandbox.Resources) sandbox.Resources {
 
 func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Info, error) {
 	cfg := initConfig{ID: id, Hostname: id, Binary: p.binary}
+	unrestricted := spec.Network.Mode == sandbox.NetworkUnrestricted
+	var servers []netip.Addr
+	if unrestricted {
+		servers = hostNameservers()
+		if err := hostFirewall.ensure(p.network, servers); err != nil {
+			return sandbox.Info{}, fmt.Errorf("network unrestricted: %w", err)
+		}
+	}
+	resolv := resolvConf(unrestricted, servers)
+	var imageDir string // an imported image's root
 	switch spec.Image {
 	case "", "host":
 		cfg.HostImage = true
-		cfg.Etc = hostImageEtc(id)
+		cfg.Etc = hostImageEtc(id, resolv)
 		cfg.HostEtc = hostEtcBinds
 	default:
 		if p.cfg.Images == nil {
@@ -82,7 +96,8 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		if err != nil {
 			return sandbox.Info{}, err
 		}
-		cfg.Lower = dir
+		imageDir = dir
+		cfg.Etc = boxEtc(id, resolv)
 	}
 	res := p.resources(spec.Resources)
 	cfg.DiskBytes = res.DiskBytes
@@ -127,7 +142,15 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		return sandbox.Info{}, fmt.Errorf("execd socket: %w", err)
 	}
 
-	cmd, err := p.spawn(&cfg, slot, listener, token)
+	var link *boxLink
+	if unrestricted {
+		l, err := linkFor(p.network, slot)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		link = &l
+	}
+	cmd, err := p.spawn(&cfg, slot, listener, token, imageDir, link)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
@@ -146,8 +169,10 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 }
 
 // spawn starts the box's init in new namespaces, places it in the box's
-// cgroups, hands it its configuration and lets it go.
-func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token string) (*exec.Cmd, error) {
+// cgroups, hands it its configuration (and imageDir, unless the box runs
+// the host image), plugs in its network link if it has one, and lets it
+// go.
+func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, imageDir string, link *boxLink) (*exec.Cmd, error) {
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("config pipe: %w", err)
@@ -171,6 +196,19 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token str
 		return nil, fmt.Errorf("box log: %w", err)
 	}
 	defer logf.Close()
+	extra := []*os.File{cfgR, syncR, listener, tokR}
+	var imageSock *os.File
+	if !cfg.HostImage {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("image socket: %w", err)
+		}
+		imageSock = os.NewFile(uintptr(pair[0]), "image")
+		defer imageSock.Close()
+		child := os.NewFile(uintptr(pair[1]), "image-child")
+		defer child.Close()
+		extra = append(extra, child)
+	}
 
 	uid := hostUID(slot)
 	cmd := &exec.Cmd{
@@ -180,7 +218,7 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token str
 		Dir:        "/",
 		Stdout:     logf,
 		Stderr:     logf,
-		ExtraFiles: []*os.File{cfgR, syncR, listener, tokR},
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 				syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET,
@@ -201,6 +239,16 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token str
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("-998"), 0)
 	if err := p.cg.join(cfg.ID, cmd.Process.Pid); err != nil {
 		return cmd, err
+	}
+	if imageSock != nil {
+		if err := sendImage(imageSock, imageDir, cmd.Process.Pid); err != nil {
+			return cmd, err
+		}
+	}
+	if link != nil {
+		if err := p.plugNetwork(cmd.Process.Pid, *link); err != nil {
+			return cmd, err
+		}
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return cmd, fmt.Errorf("send init config: %w", err)
@@ -354,6 +402,7 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	if stErr == nil {
+		unplug(hostIfPrefix + strconv.Itoa(st.Slot))
 		p.freeSlot(st.Slot, id)
 	} else {
 		p.freeSlotsOf(id)

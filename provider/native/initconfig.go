@@ -6,6 +6,10 @@ const (
 	fdSync     = 4 // one byte once the host has placed init in its cgroups
 	fdListener = 5 // listening unix socket for execd, bound on the host side
 	fdToken    = 6 // execd access token, then EOF
+	// fdImage is a unix socket on which the host sends, for an imported
+	// image, one message carrying the image's root as a detached,
+	// read-only mount idmapped to the box's user namespace.
+	fdImage = 7
 )
 
 // Where things are inside a box.
@@ -21,10 +25,9 @@ type initConfig struct {
 	// Root is the host directory (empty) on which init mounts the box's
 	// root file system, in its own mount namespace.
 	Root string `json:"root"`
-	// Image: Lower is the image's root directory; HostImage means the
-	// host's /usr with a generated /etc instead.
-	HostImage bool   `json:"hostImage"`
-	Lower     string `json:"lower,omitempty"`
+	// HostImage means the host's /usr with a generated /etc; otherwise the
+	// image arrives on fdImage and becomes the overlay's lower layer.
+	HostImage bool `json:"hostImage"`
 	// Binary is the host path of the astrabox binary bound into the box.
 	Binary string `json:"binary"`
 	// HostEtc lists host files and directories bound read-only into the

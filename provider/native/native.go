@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,10 @@ type Config struct {
 	// "astrabox-" and a hash of DataDir, so that servers with different
 	// data dirs keep apart).
 	CgroupParent string
+	// Network is the IPv4 range boxes with network unrestricted are
+	// addressed from, 4 addresses per box (default DefaultNetwork). It must
+	// not overlap a network the host uses.
+	Network string
 	// Defaults are the limits of a box whose Spec leaves them zero.
 	Defaults sandbox.Resources
 	// Images resolves an image name other than "host" to the directory
@@ -58,6 +63,10 @@ type Provider struct {
 	log    *slog.Logger
 	cg     *cgroups
 	binary string // the copy boxes run
+
+	network netip.Prefix // see Config.Network
+	mtu     int          // of box veths: the uplink's
+	netOK   bool         // network unrestricted can be set up here
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per box id
@@ -131,7 +140,15 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex)}, nil
+	if cfg.Network == "" {
+		cfg.Network = DefaultNetwork
+	}
+	network, err := netip.ParsePrefix(cfg.Network)
+	if err != nil || !network.Addr().Is4() || network.Bits() > 28 {
+		return nil, fmt.Errorf("native: network %q: want an IPv4 range of at least 16 addresses", cfg.Network)
+	}
+	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex),
+		network: network.Masked(), mtu: uplinkMTU(), netOK: hostFirewall.available()}, nil
 }
 
 // checkTraversable returns an error naming the first ancestor of dir that
@@ -224,11 +241,17 @@ func installBinary(src, dir string) (string, error) {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return "native" }
 
-// Capabilities implements sandbox.Provider.
+// Capabilities implements sandbox.Provider. Network unrestricted is
+// offered where iptables is installed (its firewall is what keeps boxes
+// from the host and private ranges).
 func (p *Provider) Capabilities() sandbox.Capabilities {
+	modes := []sandbox.NetworkMode{sandbox.NetworkNone}
+	if p.netOK {
+		modes = append(modes, sandbox.NetworkUnrestricted)
+	}
 	return sandbox.Capabilities{
 		Isolation:    sandbox.IsolationContainer,
-		NetworkModes: []sandbox.NetworkMode{sandbox.NetworkNone},
+		NetworkModes: modes,
 		Limits:       []sandbox.Resource{sandbox.ResourceCPU, sandbox.ResourceMemory, sandbox.ResourcePIDs, sandbox.ResourceDisk},
 		Pause:        true,
 		Ports:        true,

@@ -22,13 +22,16 @@ func buildRoot(cfg *initConfig) error {
 		return fmt.Errorf("root tmpfs: %w", err)
 	}
 	if !cfg.HostImage {
-		upper, work, merged := filepath.Join(root, ".upper"), filepath.Join(root, ".work"), filepath.Join(root, ".merged")
-		for _, d := range []string{upper, work, merged} {
+		lower, upper, work, merged := filepath.Join(root, ".lower"), filepath.Join(root, ".upper"), filepath.Join(root, ".work"), filepath.Join(root, ".merged")
+		for _, d := range []string{lower, upper, work, merged} {
 			if err := os.Mkdir(d, 0o755); err != nil {
 				return fmt.Errorf("overlay dirs: %w", err)
 			}
 		}
-		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", cfg.Lower, upper, work)
+		if err := attachImage(lower); err != nil {
+			return err
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
 		if err := unix.Mount("overlay", merged, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mount overlay: %w", err)
 		}
@@ -43,6 +46,8 @@ func buildRoot(cfg *initConfig) error {
 		if err := hostImage(root, cfg); err != nil {
 			return err
 		}
+	} else if err := writeEtc(filepath.Join(root, "etc"), cfg.Etc); err != nil {
+		return err
 	}
 	if err := bindFile(cfg.Binary, filepath.Join(root, boxBinary), true); err != nil {
 		return fmt.Errorf("bind astrabox binary: %w", err)
@@ -116,10 +121,8 @@ func hostImage(root string, cfg *initConfig) error {
 		}
 	}
 	etc := filepath.Join(root, "etc")
-	for name, content := range cfg.Etc {
-		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
-			return fmt.Errorf("write /etc/%s: %w", name, err)
-		}
+	if err := writeEtc(etc, cfg.Etc); err != nil {
+		return err
 	}
 	for _, src := range cfg.HostEtc {
 		fi, err := os.Stat(src)
@@ -137,6 +140,21 @@ func hostImage(root string, cfg *initConfig) error {
 		}
 		if err != nil {
 			return fmt.Errorf("bind %s: %w", src, err)
+		}
+	}
+	return nil
+}
+
+// writeEtc writes the generated files into etc, replacing what is there
+// (a symbolic link included: an image's /etc/resolv.conf often is one).
+func writeEtc(etc string, files map[string]string) error {
+	for name, content := range files {
+		path := filepath.Join(etc, name)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("replace /etc/%s: %w", name, err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
 		}
 	}
 	return nil

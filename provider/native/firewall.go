@@ -1,0 +1,157 @@
+package native
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// The firewall of network mode unrestricted: a few iptables rules that
+// match every box interface (abx+) at once, installed when the first such
+// box starts and refreshed when the host's name servers change. They are
+// host configuration, not per box: creating or deleting a box never
+// touches them.
+//
+//	filter FORWARD  -i abx+ -j ASTRABOX-FORWARD; -o abx+ -j ASTRABOX-FORWARD
+//	filter INPUT    -i abx+ -j ASTRABOX-INPUT
+//	nat POSTROUTING -s NETWORK ! -o abx+ -j MASQUERADE
+//
+// ASTRABOX-FORWARD lets replies into boxes and rejects all else sent to
+// them (from the outside or another box), lets boxes
+// reach the host's name servers on port 53, rejects blockedRanges, and
+// accepts the rest. ASTRABOX-INPUT lets replies reach the host and
+// rejects everything a box sends to the host itself.
+const (
+	chainForward = "ASTRABOX-FORWARD"
+	chainInput   = "ASTRABOX-INPUT"
+)
+
+// blockedRanges are never reachable from a box: "this network", private
+// ranges (other boxes are in one), carrier-grade NAT, loopback,
+// link-local (cloud metadata at 169.254.169.254), the IETF protocol
+// range, benchmarking, multicast and reserved space.
+var blockedRanges = []string{"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+	"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"}
+
+// firewall installs the rules; one per process, shared by providers.
+type firewall struct {
+	mu        sync.Mutex
+	iptables  string
+	installed map[netip.Prefix]string // network -> name servers it was set up with
+}
+
+var hostFirewall = &firewall{installed: map[netip.Prefix]string{}}
+
+// available reports whether the firewall can be installed on this host.
+func (f *firewall) available() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.iptables == "" {
+		if path, err := exec.LookPath("iptables"); err == nil {
+			f.iptables = path
+		}
+	}
+	return f.iptables != "" && os.Geteuid() == 0
+}
+
+// ensure installs (or refreshes) the rules for boxes of network that may
+// reach servers for DNS, and turns on IPv4 forwarding.
+func (f *firewall) ensure(network netip.Prefix, servers []netip.Addr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fmt.Sprint(servers)
+	if have, ok := f.installed[network]; ok && have == key && f.inPlace() {
+		return nil
+	}
+	if f.iptables == "" {
+		return fmt.Errorf("network unrestricted needs iptables, which is not installed")
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0); err != nil {
+		return fmt.Errorf("enable IPv4 forwarding: %w", err)
+	}
+	var fwd [][]string
+	fwd = append(fwd,
+		[]string{"-o", hostIfPrefix + "+", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
+		[]string{"-o", hostIfPrefix + "+", "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"})
+	for _, s := range servers {
+		for _, proto := range []string{"udp", "tcp"} {
+			fwd = append(fwd, []string{"-d", s.String(), "-p", proto, "--dport", "53", "-j", "ACCEPT"})
+		}
+	}
+	for _, r := range blockedRanges {
+		fwd = append(fwd, []string{"-d", r, "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"})
+	}
+	fwd = append(fwd, []string{"-j", "ACCEPT"})
+	in := [][]string{
+		{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
+		{"-j", "REJECT", "--reject-with", "icmp-admin-prohibited"},
+	}
+	steps := []func() error{
+		func() error { return f.fillChain("filter", chainForward, fwd) },
+		func() error { return f.fillChain("filter", chainInput, in) },
+		func() error { return f.jumpFirst("filter", "FORWARD", "-i", hostIfPrefix+"+", "-j", chainForward) },
+		func() error { return f.jumpFirst("filter", "FORWARD", "-o", hostIfPrefix+"+", "-j", chainForward) },
+		func() error { return f.jumpFirst("filter", "INPUT", "-i", hostIfPrefix+"+", "-j", chainInput) },
+		func() error {
+			return f.jumpFirst("nat", "POSTROUTING", "-s", network.String(), "!", "-o", hostIfPrefix+"+", "-j", "MASQUERADE")
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	f.installed[network] = key
+	return nil
+}
+
+// inPlace reports whether the jumps into the chains are still there: a
+// firewall reload on the host may have removed them, and then they are
+// installed again before another box starts.
+func (f *firewall) inPlace() bool {
+	_, errF := f.run("-t", "filter", "-C", "FORWARD", "-i", hostIfPrefix+"+", "-j", chainForward)
+	_, errI := f.run("-t", "filter", "-C", "INPUT", "-i", hostIfPrefix+"+", "-j", chainInput)
+	return errF == nil && errI == nil
+}
+
+// fillChain creates chain in table if needed and replaces its rules.
+func (f *firewall) fillChain(table, chain string, rules [][]string) error {
+	if _, err := f.run("-t", table, "-n", "-L", chain); err != nil {
+		if _, err := f.run("-t", table, "-N", chain); err != nil {
+			return err
+		}
+	}
+	if _, err := f.run("-t", table, "-F", chain); err != nil {
+		return err
+	}
+	for _, r := range rules {
+		if _, err := f.run(append([]string{"-t", table, "-A", chain}, r...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jumpFirst puts rule first in chain unless it is there already.
+func (f *firewall) jumpFirst(table, chain string, rule ...string) error {
+	if _, err := f.run(append([]string{"-t", table, "-C", chain}, rule...)...); err == nil {
+		return nil
+	}
+	_, err := f.run(append([]string{"-t", table, "-I", chain, "1"}, rule...)...)
+	return err
+}
+
+// run runs iptables, waiting for its lock, and returns its output.
+func (f *firewall) run(args ...string) (string, error) {
+	cmd := exec.Command(f.iptables, append([]string{"-w", "5"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
