@@ -39,16 +39,12 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: bench
-bench: build ## measure execd against the raw host (table; BENCH_FLAGS="--n 3" for a smoke run)
+bench: build ## every scenario on the process harness and the native backend, one table (needs root; BENCH_FLAGS="--backends native,docker")
+	./$(BIN) bench $(BENCH_FLAGS)
+
+.PHONY: bench-execd
+bench-execd: build ## execd's own costs against the raw host (BENCH_FLAGS="--n 3 --size 16MiB" for a smoke run)
 	./$(BIN) bench execd $(BENCH_FLAGS)
-
-.PHONY: bench-native
-bench-native: build ## measure the native backend against the process harness and unshare (needs root)
-	./$(BIN) bench native $(BENCH_FLAGS)
-
-.PHONY: bench-api
-bench-api: build ## measure the server's API and proxy on the native backend (needs root)
-	./$(BIN) bench api $(BENCH_FLAGS)
 
 .PHONY: image-debian
 image-debian: build ## build a Debian bookworm image with python3 (debootstrap) and import it as "debian" (root)

@@ -2,26 +2,133 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/astrabox/astrabox/internal/bench"
+	"github.com/astrabox/astrabox/provider/native"
+	"github.com/astrabox/astrabox/provider/process"
+	"github.com/astrabox/astrabox/sandbox"
 )
 
 func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
-	if len(args) > 0 && args[0] == "native" {
-		return runBenchNative(ctx, args[1:], stdio)
+	if len(args) > 0 && args[0] == "execd" {
+		return runBenchExecd(ctx, args[1:], stdio)
 	}
-	if len(args) > 0 && args[0] == "api" {
-		return runBenchAPI(ctx, args[1:], stdio)
+	return runBenchSuite(ctx, args, stdio)
+}
+
+// runBenchSuite is `astrabox bench`: every scenario on every named
+// backend and on the process harness, in one run.
+func runBenchSuite(ctx context.Context, args []string, stdio IO) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
+		fs.PrintDefaults()
 	}
-	if len(args) == 0 || args[0] != "execd" {
-		return errors.New("usage: astrabox bench execd|native|api [flags]")
+	backends := fs.String("backends", "native", "backends to measure, comma-separated (the process harness is always measured, as the floor)")
+	n := fs.Int("n", 20, "samples of each latency")
+	concurrency := fs.String("concurrency", "10,50,100", "sizes of the concurrent-create scenario, comma-separated")
+	size := fs.String("size", "1GiB", "bytes streamed, uploaded and downloaded (suffixes KiB, MiB, GiB)")
+	idle := fs.Int("idle", 100, "idle sandboxes of the memory scenario")
+	densityMax := fs.Int("density-max", 500, "bound of the density scenario")
+	cycles := fs.Int("cycles", 1000, "create/delete cycles of the leak scenario")
+	only := fs.String("scenarios", "", "run only these scenarios, comma-separated")
+	dockerImage := fs.String("docker-image", "", "image of the docker backend's sandboxes (default: the docker backend's test image)")
+	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
+	bytes, err := parseSize(*size)
+	if err != nil {
+		return err
+	}
+	var sizes []int
+	for _, f := range strings.Split(*concurrency, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k <= 0 {
+			return fmt.Errorf("invalid --concurrency %q", *concurrency)
+		}
+		sizes = append(sizes, k)
+	}
+	var scenarios []string
+	if *only != "" {
+		scenarios = strings.Split(*only, ",")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate the astrabox binary: %w", err)
+	}
+	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o711); err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	res := sandbox.Resources{MemoryBytes: bytes + 1<<30, DiskBytes: bytes + 512<<20}
+	targets, closeAll, err := benchTargets(ctx, strings.Split(*backends, ","), exe, scratch, *dockerImage, res)
+	defer closeAll()
+	if err != nil {
+		return err
+	}
+	rep, err := bench.RunSuite(ctx, bench.SuiteConfig{Targets: targets, N: max(*n, 1), Concurrency: sizes, Size: bytes,
+		IdleBoxes: max(*idle, 1), DensityMax: max(*densityMax, 20), Cycles: max(*cycles, 1), Scenarios: scenarios,
+		Dir: scratch, Progress: stdio.Stderr})
+	if len(rep.Results) > 0 {
+		rep.WriteTable(stdio.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		return rep.WriteJSON(*jsonOut)
+	}
+	return nil
+}
+
+// benchTargets builds the process harness and the named backends, each
+// with its state under scratch; closeAll releases what they set up.
+func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage string, res sandbox.Resources) ([]bench.Target, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	proc, err := process.New(process.Config{Dir: filepath.Join(scratch, "process"), Command: []string{exe}})
+	if err != nil {
+		return nil, closeAll, err
+	}
+	targets := []bench.Target{{Name: "process", Provider: proc, Resources: res}}
+	for _, name := range names {
+		switch strings.TrimSpace(name) {
+		case "native":
+			p, err := native.New(native.Config{DataDir: filepath.Join(scratch, "native"), Binary: exe,
+				CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				return nil, closeAll, err
+			}
+			closers = append(closers, func() { _ = p.Close() })
+			targets = append(targets, bench.Target{Name: "native", Provider: p, Image: "host", Resources: res})
+		case "", "process":
+		default:
+			return nil, closeAll, fmt.Errorf("bench: unknown backend %q (known: native)", name)
+		}
+	}
+	return targets, closeAll, nil
+}
+
+// runBenchExecd is `astrabox bench execd`: execd's own costs, in a box of
+// the process harness, against the raw host.
+func runBenchExecd(ctx context.Context, args []string, stdio IO) error {
 	fs := flag.NewFlagSet("bench execd", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	n := fs.Int("n", 200, "exec round trips")
@@ -29,7 +136,7 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 	repeat := fs.Int("repeat", 3, "repetitions of each transfer (the median is reported)")
 	dir := fs.String("dir", "", "scratch directory on the disk to measure (default: a new temporary directory)")
 	jsonOut := fs.String("json", "", "also write the results to this JSON file")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	bytes, err := parseSize(*size)
@@ -91,35 +198,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q (want e.g. 64MiB)", s)
 	}
 	return v * mult, nil
-}
-
-func runBenchNative(ctx context.Context, args []string, stdio IO) error {
-	fs := flag.NewFlagSet("bench native", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
-	n := fs.Int("n", 50, "samples of each latency")
-	concurrent := fs.Int("concurrent", 100, "boxes created at once")
-	cycles := fs.Int("cycles", 1000, "create/delete cycles of the leak check")
-	jsonOut := fs.String("json", "", "also write the results to this JSON file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	return runBenchmark(stdio, "", *jsonOut, func(exe, scratch string) (bench.Report, error) {
-		return bench.RunNative(ctx, bench.NativeConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
-			Concurrent: max(*concurrent, 1), Cycles: max(*cycles, 0), Progress: stdio.Stderr})
-	})
-}
-
-func runBenchAPI(ctx context.Context, args []string, stdio IO) error {
-	fs := flag.NewFlagSet("bench api", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
-	n := fs.Int("n", 50, "samples of each latency")
-	concurrent := fs.Int("concurrent", 100, "sandboxes created at once")
-	jsonOut := fs.String("json", "", "also write the results to this JSON file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	return runBenchmark(stdio, "", *jsonOut, func(exe, scratch string) (bench.Report, error) {
-		return bench.RunAPI(ctx, bench.APIConfig{Command: []string{exe}, Dir: scratch, N: max(*n, 1),
-			Concurrent: max(*concurrent, 1), Progress: stdio.Stderr})
-	})
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -79,26 +78,7 @@ func (r Report) WriteTable(w io.Writer) {
 			ratio, lat,
 		})
 	}
-	widths := make([]int, len(header))
-	for _, r := range rows {
-		for i, c := range r {
-			widths[i] = max(widths[i], len(c))
-		}
-	}
-	for i, r := range rows {
-		cells := make([]string, len(r))
-		for j, c := range r {
-			cells[j] = c + strings.Repeat(" ", widths[j]-len(c))
-		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
-		if i == 0 {
-			seps := make([]string, len(widths))
-			for j, wd := range widths {
-				seps[j] = strings.Repeat("-", wd)
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
-		}
-	}
+	writeMarkdown(w, rows)
 }
 
 // WriteJSON writes r to path as indented JSON.

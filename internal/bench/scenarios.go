@@ -1,0 +1,429 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/api/wire"
+	"github.com/astrabox/astrabox/client"
+	execdclient "github.com/astrabox/astrabox/execd/client"
+	execdwire "github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/lifecycle"
+)
+
+var scenarios = []scenario{
+	{"create", "create → Running, cold and from a warm pool; create → first exec", benchCreate},
+	{"exec", "exec round trip of `true`: Go SDK through the server's proxy, and execd reached directly", benchExecTrue},
+	{"stream", "streamed stdout of one command, and upload and download of one file, through the proxy", benchThroughput},
+	{"reattach", "drop a log stream mid-command and resume it by offset: time to resume, bytes lost", benchReattach},
+	{"concurrent", "sandboxes created at once", benchConcurrent},
+	{"memory", "host memory per idle sandbox", benchMemory},
+	{"density", "idle sandboxes held before a create fails or its latency doubles", benchDensity},
+	{"cycles", "create/delete cycles: delete latency and what is left on the host", benchCycles},
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// create makes a sandbox of target t through the API.
+func (s *suite) create(ctx context.Context, t Target) (*wire.Sandbox, error) {
+	sb, err := s.c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": profileOf(t)}}, client.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	return sb, nil
+}
+
+// runTrueIn runs `true` in the sandbox's execd.
+func runTrueIn(ctx context.Context, x *execdclient.Client) error {
+	ex, err := x.Run(ctx, execdwire.RunCommandRequest{Command: "true"})
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	if ex.ExitCode != 0 {
+		return fmt.Errorf("exec: exit code %d", ex.ExitCode)
+	}
+	return nil
+}
+
+func latencyResult(name, note string, ds []time.Duration) Result {
+	l := summarize(ds)
+	return Result{Scenario: name, Unit: "ms", Value: l.P50, Latency: &l, Note: note}
+}
+
+func benchCreate(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	var running, firstExec []time.Duration
+	for range s.cfg.N {
+		start := time.Now()
+		sb, err := s.create(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		running = append(running, time.Since(start))
+		x, err := s.c.Execd(ctx, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		if err := runTrueIn(ctx, x); err != nil {
+			return nil, err
+		}
+		firstExec = append(firstExec, time.Since(start))
+		if err := s.c.Delete(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+	}
+	pooled, pooledExec, err := s.pooledCreates(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return []Result{
+		latencyResult(" → Running, cold", "", running),
+		latencyResult(" → first exec, cold", "", firstExec),
+		latencyResult(" → Running, warm pool", fmt.Sprintf("pool of %d, refilled between samples", warmPoolSize), pooled),
+		latencyResult(" → first exec, warm pool", "", pooledExec),
+	}, nil
+}
+
+// pooledCreates gives t's profile a warm pool, runs the reconciler that
+// fills it, and times N creates (and their first exec), each once the
+// pool is full again. The pool is retired afterwards.
+func (s *suite) pooledCreates(ctx context.Context, t Target) (running, firstExec []time.Duration, err error) {
+	pool := lifecycle.Profile{Name: "pool-" + t.Name, Backend: t.Name, Image: t.Image, Resources: t.Resources, PoolSize: warmPoolSize}
+	if err := s.svc.PutProfile(ctx, pool); err != nil {
+		return nil, nil, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.svc.Reconcile(rctx, time.Hour) }()
+	defer func() {
+		stop()
+		<-done
+		pool.PoolSize = 0
+		_ = s.svc.PutProfile(context.WithoutCancel(ctx), pool)
+		s.svc.ReconcileBackend(context.WithoutCancel(ctx), t.Name, t.Provider) // retires the pool
+	}()
+	for range s.cfg.N {
+		if err := waitPoolFull(ctx, s.svc, warmPoolSize); err != nil {
+			return nil, nil, err
+		}
+		start := time.Now()
+		sb, err := s.c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": pool.Name}}, client.CreateOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("create from the pool: %w", err)
+		}
+		running = append(running, time.Since(start))
+		x, err := s.c.Execd(ctx, sb.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := runTrueIn(ctx, x); err != nil {
+			return nil, nil, err
+		}
+		firstExec = append(firstExec, time.Since(start))
+		if err := s.c.Delete(ctx, sb.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	return running, firstExec, nil
+}
+
+func benchExecTrue(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	sb, err := s.create(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	viaProxy, err := s.c.Execd(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	info, err := t.Provider.Inspect(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	direct := connect(t.Provider, info)
+	var proxied, straight []time.Duration
+	for i := range s.cfg.N + 1 {
+		start := time.Now()
+		if err := runTrueIn(ctx, viaProxy); err != nil {
+			return nil, err
+		}
+		if i > 0 { // the first warms connections up
+			proxied = append(proxied, time.Since(start))
+		}
+		start = time.Now()
+		if err := runTrueIn(ctx, direct); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			straight = append(straight, time.Since(start))
+		}
+	}
+	return []Result{
+		latencyResult(" via the server proxy (Go SDK)", "", proxied),
+		latencyResult(" to execd directly", "the backend's own connection", straight),
+	}, nil
+}
+
+func benchThroughput(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	sb, err := s.create(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	x, err := s.c.Execd(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	size := s.cfg.Size
+	var got int64
+	start := time.Now()
+	err = x.RunStream(ctx, execdwire.RunCommandRequest{Command: fmt.Sprintf(streamCommand, size)}, func(ev execdclient.Event) error {
+		if ev.Type == execdwire.EventStdout {
+			got += int64(len(ev.Text))
+		}
+		return nil
+	})
+	if err != nil || got != size {
+		return nil, fmt.Errorf("stream: got %d of %d bytes: %v", got, size, err)
+	}
+	stream := mbps(size, time.Since(start))
+
+	src := filepath.Join(s.cfg.Dir, "bench-src.bin")
+	if err := writeRandomFile(src, size); err != nil {
+		return nil, err
+	}
+	defer os.Remove(src)
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	err = x.Upload(ctx, "/tmp/bench.bin", f, execdclient.UploadOptions{Size: &size})
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	up := mbps(size, time.Since(start))
+	start = time.Now()
+	rc, err := x.Download(ctx, "/tmp/bench.bin", 0, -1)
+	if err != nil {
+		return nil, fmt.Errorf("download: %w", err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if err != nil || n != size {
+		return nil, fmt.Errorf("download: %d of %d bytes: %v", n, size, err)
+	}
+	down := mbps(size, time.Since(start))
+	note := fmt.Sprintf("%d MiB", size>>20)
+	return []Result{
+		{Scenario: " stdout", Unit: "MB/s", Value: stream, Note: note},
+		{Scenario: " upload", Unit: "MB/s", Value: up, Note: note + ", fsynced in the box"},
+		{Scenario: " download", Unit: "MB/s", Value: down, Note: note},
+	}, nil
+}
+
+// reattachLines is the output of the re-attach scenario's command: every
+// number once, so a gap or a repeat shows.
+const reattachLines = 500000
+
+func benchReattach(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	sb, err := s.create(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	x, err := s.c.Execd(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	var want bytes.Buffer
+	for i := 1; i <= reattachLines; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteByte('\n')
+	}
+	var resume []time.Duration
+	var lost int64
+	for range min(s.cfg.N, 10) {
+		ex, err := x.Run(ctx, execdwire.RunCommandRequest{Command: fmt.Sprintf("seq 1 %d", reattachLines), Background: true})
+		if err != nil {
+			return nil, err
+		}
+		var got bytes.Buffer
+		offset := int64(0)
+		dropped := errors.New("dropped")
+		// Read about a third, then drop the connection.
+		err = x.FollowLogs(ctx, ex.ID, 0, true, func(ev execdclient.Event) error {
+			if ev.Type == execdwire.EventStdout {
+				got.WriteString(ev.Text)
+				if o, err := strconv.ParseInt(ev.ID, 10, 64); err == nil {
+					offset = o
+				}
+				if got.Len() > want.Len()/3 {
+					return dropped
+				}
+			}
+			return nil
+		})
+		if !errors.Is(err, dropped) {
+			return nil, fmt.Errorf("follow logs: %v", err)
+		}
+		got.Truncate(int(offset)) // keep exactly what the resume offset covers
+		start := time.Now()
+		first := true
+		err = x.FollowLogs(ctx, ex.ID, offset, true, func(ev execdclient.Event) error {
+			if ev.Type == execdwire.EventStdout {
+				if first {
+					resume = append(resume, time.Since(start))
+					first = false
+				}
+				got.WriteString(ev.Text)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("resume logs: %w", err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			lost += int64(want.Len() - got.Len())
+			if lost == 0 {
+				lost = -1 // same length, different bytes: still wrong
+			}
+		}
+	}
+	r := latencyResult(" time to resume", fmt.Sprintf("bytes lost: %d", lost), resume)
+	if lost != 0 {
+		return []Result{r}, fmt.Errorf("re-attach lost %d bytes", lost)
+	}
+	return []Result{r}, nil
+}
+
+func benchConcurrent(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	var out []Result
+	for _, k := range s.cfg.Concurrency {
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			lat      []time.Duration
+			failures int
+			firstErr error
+		)
+		start := time.Now()
+		for range k {
+			wg.Go(func() {
+				t0 := time.Now()
+				_, err := s.create(ctx, t)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures++
+					firstErr = cmpErr(firstErr, err)
+					return
+				}
+				lat = append(lat, time.Since(t0))
+			})
+		}
+		wg.Wait()
+		wall := time.Since(start)
+		l := summarize(lat)
+		note := fmt.Sprintf("failures: %d; value is the wall time", failures)
+		if firstErr != nil {
+			note += "; first error: " + firstErr.Error()
+		}
+		out = append(out, Result{Scenario: fmt.Sprintf(" %d at once", k), Unit: "ms", Value: ms(wall), Latency: &l, Note: note})
+		s.removeAll(ctx)
+	}
+	return out, nil
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// memAvailable returns the host's MemAvailable in bytes.
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func benchMemory(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	before := memAvailable()
+	for range s.cfg.IdleBoxes {
+		if _, err := s.create(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	time.Sleep(2 * time.Second) // let start-up allocations settle
+	used := before - memAvailable()
+	per := float64(used) / float64(s.cfg.IdleBoxes) / (1 << 20)
+	return []Result{{Scenario: " per idle sandbox", Unit: "MiB", Value: per,
+		Note: fmt.Sprintf("host MemAvailable drop with %d idle sandboxes", s.cfg.IdleBoxes)}}, nil
+}
+
+func benchDensity(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	var lat []time.Duration
+	reason := fmt.Sprintf("stopped at the bound of %d", s.cfg.DensityMax)
+	for len(lat) < s.cfg.DensityMax {
+		if time.Now().After(deadline) {
+			reason = "stopped after 3 minutes"
+			break
+		}
+		start := time.Now()
+		if _, err := s.create(ctx, t); err != nil {
+			reason = "a create failed: " + err.Error()
+			break
+		}
+		lat = append(lat, time.Since(start))
+		if n := len(lat); n >= 20 {
+			base, recent := summarize(lat[:10]).P50, summarize(lat[n-10:]).P50
+			if recent > 2*base {
+				reason = fmt.Sprintf("create latency doubled (p50 %.1f → %.1f ms)", base, recent)
+				break
+			}
+		}
+	}
+	l := summarize(lat)
+	return []Result{{Scenario: " idle sandboxes", Unit: "boxes", Value: float64(len(lat)), Latency: &l, Note: reason}}, nil
+}
+
+func benchCycles(ctx context.Context, s *suite, t Target) ([]Result, error) {
+	before := snapshot()
+	var del []time.Duration
+	for i := range s.cfg.Cycles {
+		sb, err := s.create(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("cycle %d: %w", i, err)
+		}
+		start := time.Now()
+		if err := s.c.Delete(ctx, sb.ID); err != nil {
+			return nil, fmt.Errorf("cycle %d: %w", i, err)
+		}
+		del = append(del, time.Since(start))
+	}
+	left, err := t.Provider.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	note := fmt.Sprintf("%d cycles; left: %d boxes, %s", s.cfg.Cycles, len(left), snapshot().diff(before))
+	return []Result{latencyResult(" delete latency", note, del)}, nil
+}

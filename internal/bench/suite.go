@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/client"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store/sqlite"
+)
+
+// Target is one backend the suite measures.
+type Target struct {
+	// Name is the backend's name in the server ("process", "native", ...).
+	Name string
+	// Provider is the backend; the suite serves it in-process.
+	Provider sandbox.Provider
+	// Image is the image its boxes run.
+	Image string
+	// Resources of its boxes (room for the transfer scenarios).
+	Resources sandbox.Resources
+}
+
+// SuiteConfig configures the benchmark suite (`astrabox bench`).
+type SuiteConfig struct {
+	// Targets are measured in order; the first is the floor the others
+	// are compared with (the process harness: no isolation).
+	Targets []Target
+	// N is the number of samples of each latency.
+	N int
+	// Concurrency lists the sizes of the concurrent-create scenario.
+	Concurrency []int
+	// Size is the bytes streamed, uploaded and downloaded.
+	Size int64
+	// IdleBoxes is how many idle boxes the memory scenario holds.
+	IdleBoxes int
+	// DensityMax bounds the density scenario.
+	DensityMax int
+	// Cycles is the number of create/delete cycles of the leak scenario.
+	Cycles int
+	// Scenarios selects scenarios by name (empty: all; see Scenarios).
+	Scenarios []string
+	// Dir is a scratch directory for transferred files.
+	Dir string
+	// Progress receives one line per scenario and backend.
+	Progress io.Writer
+}
+
+// Result is one measured figure of one backend.
+type Result struct {
+	Scenario string   `json:"scenario"`
+	Backend  string   `json:"backend"`
+	Unit     string   `json:"unit"`
+	Value    float64  `json:"value"`
+	Latency  *Latency `json:"latency,omitempty"`
+	Note     string   `json:"note,omitempty"`
+}
+
+// SuiteReport is the outcome of a suite run.
+type SuiteReport struct {
+	Date    time.Time `json:"date"`
+	Machine string    `json:"machine"`
+	Floor   string    `json:"floor"`
+	Results []Result  `json:"results"`
+}
+
+// scenario measures one thing on one target and returns its results.
+type scenario struct {
+	name  string
+	about string
+	run   func(ctx context.Context, s *suite, t Target) ([]Result, error)
+}
+
+// Scenarios lists the suite's scenarios, in the order they run.
+func Scenarios() []string {
+	var out []string
+	for _, sc := range scenarios {
+		out = append(out, sc.name)
+	}
+	return out
+}
+
+// suite is a running benchmark: the in-process server and its client.
+type suite struct {
+	cfg SuiteConfig
+	svc *lifecycle.Service
+	c   *client.Client
+}
+
+// RunSuite serves cfg.Targets from an in-process `astrabox serve` (SQLite
+// store, loopback HTTP) and measures every selected scenario on each
+// target through the Go SDK, one target after another, so that all
+// figures come from one run on one machine.
+func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
+	rep := SuiteReport{Date: time.Now(), Machine: machine()}
+	if len(cfg.Targets) == 0 {
+		return rep, errors.New("bench: no backend to measure")
+	}
+	rep.Floor = cfg.Targets[0].Name
+	for _, name := range cfg.Scenarios {
+		if !slices.Contains(Scenarios(), name) {
+			return rep, fmt.Errorf("bench: unknown scenario %q (known: %s)", name, strings.Join(Scenarios(), ", "))
+		}
+	}
+	st, err := sqlite.Open(ctx, cfg.Dir+"/bench.db")
+	if err != nil {
+		return rep, err
+	}
+	defer st.Close()
+	backends := map[string]sandbox.Provider{}
+	profiles := map[string]lifecycle.Profile{}
+	for _, t := range cfg.Targets {
+		backends[t.Name] = t.Provider
+		profiles[profileOf(t)] = lifecycle.Profile{Backend: t.Name, Image: t.Image, Resources: t.Resources}
+	}
+	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: backends, DefaultBackend: cfg.Targets[0].Name, Profiles: profiles,
+		Logger: discardLogger()})
+	if err != nil {
+		return rep, err
+	}
+	const key = "bench-key"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return rep, err
+	}
+	hs := &http.Server{Handler: api.New(api.Config{Service: svc, Store: st, APIKeyHash: api.HashKey(key), Logger: discardLogger()}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(l) }()
+	defer hs.Close()
+	s := &suite{cfg: cfg, svc: svc, c: client.New("http://"+l.Addr().String(), key)}
+	defer s.removeAll(context.WithoutCancel(ctx))
+
+	for _, sc := range scenarios {
+		if len(cfg.Scenarios) > 0 && !slices.Contains(cfg.Scenarios, sc.name) {
+			continue
+		}
+		for _, t := range cfg.Targets {
+			fmt.Fprintf(cfg.Progress, "bench: %-12s %-8s %s\n", sc.name, t.Name, sc.about)
+			start := time.Now()
+			res, err := sc.run(ctx, s, t)
+			if err != nil {
+				return rep, fmt.Errorf("%s on %s: %w", sc.name, t.Name, err)
+			}
+			for i := range res {
+				res[i].Scenario, res[i].Backend = sc.name+res[i].Scenario, t.Name
+			}
+			rep.Results = append(rep.Results, res...)
+			fmt.Fprintf(cfg.Progress, "bench: %-12s %-8s done in %s\n", sc.name, t.Name, time.Since(start).Round(time.Millisecond))
+			s.removeAll(ctx) // every scenario starts with no box
+		}
+	}
+	return rep, nil
+}
+
+// profileOf names the profile the suite creates target's boxes with.
+func profileOf(t Target) string { return "bench-" + t.Name }
+
+// removeAll deletes every sandbox the server holds.
+func (s *suite) removeAll(ctx context.Context) {
+	for range 1000 {
+		list, err := s.c.List(ctx, client.ListOptions{PageSize: 100})
+		if err != nil || len(list.Items) == 0 {
+			return
+		}
+		var wg sync.WaitGroup
+		for _, sb := range list.Items {
+			wg.Go(func() { _ = s.c.Delete(ctx, sb.ID) })
+		}
+		wg.Wait()
+	}
+}
+
+// machine describes the host: cores, memory and kernel.
+func machine() string {
+	mem := "?"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%d cores, %s, Linux %s, %s", runtime.NumCPU(), mem, kernel, runtime.Version())
+}
+
+// WriteTable prints the report as one Markdown table: a row per scenario
+// and backend, the value against the floor's, and the latency spread.
+func (r SuiteReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "\nastrabox bench (%s; %s; floor: %s)\n\n", r.Date.Format("2006-01-02 15:04 MST"), r.Machine, r.Floor)
+	floor := map[string]float64{}
+	for _, res := range r.Results {
+		if res.Backend == r.Floor {
+			floor[res.Scenario] = res.Value
+		}
+	}
+	rows := [][]string{{"scenario", "backend", "value", "vs " + r.Floor, "p50", "p90", "p99", "min", "max", "notes"}}
+	for _, res := range r.Results {
+		ratio := "-"
+		if f := floor[res.Scenario]; f > 0 && res.Backend != r.Floor {
+			ratio = fmt.Sprintf("%.2fx", res.Value/f)
+		}
+		row := []string{res.Scenario, res.Backend, fmt.Sprintf("%.2f %s", res.Value, res.Unit), ratio, "", "", "", "", "", res.Note}
+		if l := res.Latency; l != nil {
+			for i, v := range []float64{l.P50, l.P90, l.P99, l.Min, l.Max} {
+				row[4+i] = fmt.Sprintf("%.2f", v)
+			}
+		} else {
+			for i := 4; i < 9; i++ {
+				row[i] = "-"
+			}
+		}
+		rows = append(rows, row)
+	}
+	writeMarkdown(w, rows)
+}
+
+// WriteJSON writes the report to path as indented JSON.
+func (r SuiteReport) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// writeMarkdown prints rows (the first is the header) as an aligned
+// Markdown table.
+func writeMarkdown(w io.Writer, rows [][]string) {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	for i, r := range rows {
+		cells := make([]string, len(r))
+		for j, c := range r {
+			cells[j] = c + strings.Repeat(" ", widths[j]-len([]rune(c)))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+		if i == 0 {
+			seps := make([]string, len(widths))
+			for j, wd := range widths {
+				seps[j] = strings.Repeat("-", wd)
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
+		}
+	}
+}
