@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/astrabox/astrabox/lifecycle"
@@ -253,14 +254,22 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	} else {
 		out["store"] = map[string]string{"status": "healthy"}
 	}
+	// Probed at once: one slow backend does not delay the others' answer.
 	backends := map[string]sandbox.Health{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for name, p := range s.svc.Backends() {
-		h := p.Health(ctx)
-		backends[name] = h
-		if h.Status != sandbox.Healthy {
-			ok = false
-		}
+		wg.Go(func() {
+			h := p.Health(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			backends[name] = h
+			if h.Status != sandbox.Healthy {
+				ok = false
+			}
+		})
 	}
+	wg.Wait()
 	out["backends"] = backends
 	status := http.StatusOK
 	if !ok {

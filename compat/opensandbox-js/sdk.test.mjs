@@ -5,7 +5,9 @@
 //
 //   OPEN_SANDBOX_DOMAIN=127.0.0.1:8080 OPEN_SANDBOX_API_KEY=... node --test sdk.test.mjs
 //
-// SDK_DEBUG=1 turns on the SDK's request logging.
+// SDK_DEBUG=1 turns on the SDK's request logging. SANDBOX_IMAGE (default
+// "host", the native backend's built-in image) and SANDBOX_EXTENSIONS (JSON,
+// e.g. {"backend":"docker"}) choose what the sandboxes run on.
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -24,6 +26,9 @@ assert.ok(process.env.OPEN_SANDBOX_API_KEY, "OPEN_SANDBOX_API_KEY must hold the 
 // Each run tags its sandboxes so list filters see only this run's.
 const RUN = randomUUID();
 const METADATA = { suite: "opensandbox-js", run: RUN };
+
+const IMAGE = process.env.SANDBOX_IMAGE || "host";
+const EXTENSIONS = JSON.parse(process.env.SANDBOX_EXTENSIONS || "{}");
 
 // Domain and key come from the environment, as the SDK documents.
 const config = new ConnectionConfig({ requestTimeoutSeconds: 60, debug: !!process.env.SDK_DEBUG });
@@ -66,7 +71,8 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
     createdAt = new Date();
     sandbox = await Sandbox.create({
       connectionConfig: config,
-      image: "host",
+      image: IMAGE,
+      extensions: EXTENSIONS,
       entrypoint: ["sleep", "infinity"],
       timeoutSeconds: 600,
       resource: { cpu: "500m", memory: "512Mi" },
@@ -93,7 +99,7 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
     const info = await sandbox.getInfo();
     assert.equal(info.id, sandbox.id);
     assert.equal(info.status.state, "Running");
-    assert.equal(info.image?.uri, "host");
+    assert.equal(info.image?.uri, IMAGE);
     assert.deepEqual(info.entrypoint, ["sleep", "infinity"]);
     assert.deepEqual(info.metadata, METADATA);
     assert.ok(info.createdAt instanceof Date);
@@ -364,7 +370,8 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
   test("timeoutSeconds null creates a sandbox without expiry", async () => {
     const manual = await Sandbox.create({
       connectionConfig: config,
-      image: "host",
+      image: IMAGE,
+      extensions: EXTENSIONS,
       timeoutSeconds: null,
       metadata: { ...METADATA, kind: "manual" },
     });

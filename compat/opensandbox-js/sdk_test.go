@@ -43,32 +43,55 @@ func TestOpenSandboxJSSDK(t *testing.T) {
 	testenv.NeedRoot(t)
 	testenv.NeedCommand(t, "node")
 	testenv.NeedCommand(t, "npm")
-	// The sandbox (image "host") sees the host's /usr; the test serves
-	// files from it with python3 -m http.server.
-	testenv.Need(t, fileExists("/usr/bin/python3") || fileExists("/usr/local/bin/python3"), "python3 in /usr/bin or /usr/local/bin")
-
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
-	defer cancel()
-
 	pkgDir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
+	defer cancel()
 	installSDK(ctx, t, pkgDir)
 	binary := buildAstrabox(ctx, t)
-	srv := startServer(ctx, t, binary)
 
+	t.Run("native", func(t *testing.T) {
+		// The sandbox (image "host") sees the host's /usr; the test serves
+		// files from it with python3 -m http.server.
+		testenv.Need(t, fileExists("/usr/bin/python3") || fileExists("/usr/local/bin/python3"), "python3 in /usr/bin or /usr/local/bin")
+		srv := startServer(ctx, t, binary)
+		runSDKTest(ctx, t, pkgDir, srv, "host", `{}`)
+	})
+	t.Run("docker", func(t *testing.T) {
+		// The same test on a Docker profile: a Debian image loaded into the
+		// engine from the rootfs tarball CI builds.
+		testenv.NeedDocker(t)
+		rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
+		testenv.Need(t, rootfs != "", "a Debian rootfs tarball (ASTRABOX_TEST_ROOTFS)")
+		const img = "astrabox-compat-debian:12"
+		if out, err := exec.CommandContext(ctx, binary, "image", "import", img, rootfs, "--docker",
+			"--data-dir", t.TempDir()).CombinedOutput(); err != nil {
+			t.Fatalf("image import --docker: %v: %s", err, out)
+		}
+		srv := startServer(ctx, t, binary, "--backends", "native,docker")
+		runSDKTest(ctx, t, pkgDir, srv, img, `{"backend":"docker"}`)
+	})
+}
+
+// runSDKTest runs sdk.test.mjs against srv with sandboxes of image on the
+// backend extensions select.
+func runSDKTest(ctx context.Context, t *testing.T, pkgDir string, srv *server, image, extensions string) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", "sdk.test.mjs")
 	cmd.Dir = pkgDir
 	cmd.Env = append(os.Environ(),
 		"OPEN_SANDBOX_DOMAIN="+srv.addr,
 		"OPEN_SANDBOX_API_KEY="+srv.key,
+		"SANDBOX_IMAGE="+image,
+		"SANDBOX_EXTENSIONS="+extensions,
 		"NO_COLOR=1",
 	)
 	out := newLineLogger(t, "sdk: ")
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
+	err := cmd.Run()
 	out.Flush()
 	if err != nil {
 		t.Fatalf("node --test sdk.test.mjs: %v (its output is above; the server log follows)", err)
@@ -124,11 +147,11 @@ type server struct {
 	log  *syncBuffer
 }
 
-// startServer runs `astrabox serve` with the native backend on a free
+// startServer runs `astrabox serve` (with args) on a free
 // port and a fresh data directory, and waits until /healthz answers. Its
 // cleanup deletes the sandboxes left, stops the server and removes what
 // the native backend left on the host.
-func startServer(ctx context.Context, t *testing.T, binary string) *server {
+func startServer(ctx context.Context, t *testing.T, binary string, args ...string) *server {
 	t.Helper()
 	// Box processes run as unprivileged uids and must traverse the data
 	// directory: 0711, under the (world-traversable) temporary directory.
@@ -148,8 +171,11 @@ func startServer(ctx context.Context, t *testing.T, binary string) *server {
 		ownCgroups = append(ownCgroups, filepath.Join("/sys/fs/cgroup", c, cgroupParent))
 	}
 	t.Cleanup(func() {
-		if err := unix.Unmount(filepath.Join(dataDir, "native", "bin"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			t.Errorf("unmount %s/native/bin: %v", dataDir, err)
+		for _, backend := range []string{"native", "docker"} {
+			bin := filepath.Join(dataDir, backend, "bin")
+			if err := unix.Unmount(bin, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				t.Errorf("unmount %s: %v", bin, err)
+			}
 		}
 		// The cgroup parent goes once empty.
 		for _, dir := range ownCgroups {
@@ -163,7 +189,7 @@ func startServer(ctx context.Context, t *testing.T, binary string) *server {
 	key := randomHex(24)
 	addr := freeAddr(t)
 	s := &server{addr: addr, key: key, log: &syncBuffer{}}
-	cmd := exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--api-key", key)
+	cmd := exec.Command(binary, append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--api-key", key}, args...)...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/internal/bench"
+	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/provider/process"
 	"github.com/astrabox/astrabox/sandbox"
@@ -40,7 +41,7 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO) error {
 	densityMax := fs.Int("density-max", 500, "bound of the density scenario")
 	cycles := fs.Int("cycles", 1000, "create/delete cycles of the leak scenario")
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated")
-	dockerImage := fs.String("docker-image", "", "image of the docker backend's sandboxes (default: the docker backend's test image)")
+	dockerImage := fs.String("docker-image", "", "image of the docker backend's sandboxes, present in the engine (e.g. debian:12)")
 	jsonOut := fs.String("json", "", "also write the results to this JSON file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -118,9 +119,20 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 			}
 			closers = append(closers, func() { _ = p.Close() })
 			targets = append(targets, bench.Target{Name: "native", Provider: p, Image: "host", Resources: res})
+		case "docker":
+			if dockerImage == "" {
+				return nil, closeAll, fmt.Errorf("bench: the docker backend needs --docker-image (load one with: astrabox image import debian:12 ROOTFS.tar.gz --docker)")
+			}
+			p, err := docker.New(docker.Config{DataDir: filepath.Join(scratch, "docker"), Binary: exe, FromEnv: true,
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				return nil, closeAll, err
+			}
+			closers = append(closers, func() { _ = p.Close() })
+			targets = append(targets, bench.Target{Name: "docker", Provider: p, Image: dockerImage, Resources: res})
 		case "", "process":
 		default:
-			return nil, closeAll, fmt.Errorf("bench: unknown backend %q (known: native)", name)
+			return nil, closeAll, fmt.Errorf("bench: unknown backend %q (known: native, docker)", name)
 		}
 	}
 	return targets, closeAll, nil

@@ -6,21 +6,25 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/astrabox/astrabox/image"
+	"github.com/astrabox/astrabox/provider/docker"
 )
 
 const imageUsage = `usage: astrabox image <command> [flags]
 
 commands:
-  import NAME FILE [--replace] [--max-bytes SIZE] [--platform OS/ARCH]
+  import NAME FILE [--replace] [--max-bytes SIZE] [--platform OS/ARCH] [--docker]
                     import a root file system tarball, a docker-save archive
                     or an OCI image layout (directory or tar); gzip, zstd
-                    and bzip2 compression are detected
+                    and bzip2 compression are detected. --docker also loads a
+                    root file system tarball into the Docker Engine (DOCKER_HOST
+                    or the local socket) as NAME, for the docker backend
   pull REF [--name NAME] [--replace] [--insecure] [--max-bytes SIZE] [--platform OS/ARCH]
                     pull an image from an OCI registry (anonymously)
   ls [--json]       list images
@@ -52,6 +56,7 @@ func runImage(ctx context.Context, args []string, stdio IO, env Env) error {
 		replace := fs.Bool("replace", false, "replace an existing image of the same name")
 		maxSize := fs.String("max-bytes", "", "largest content of the root file system (suffixes KiB, MiB, GiB; default: no limit)")
 		plat := fs.String("platform", "", "platform to pick from a multi-platform archive (default linux/ARCH of this machine)")
+		toDocker := fs.Bool("docker", false, "also load the root file system tarball into the Docker Engine as NAME")
 		pos, err := parseInterleaved(fs, args, 2, "NAME FILE")
 		if err != nil {
 			return err
@@ -70,6 +75,9 @@ func runImage(ctx context.Context, args []string, stdio IO, env Env) error {
 			return err
 		}
 		printStored(stdio.Stdout, "imported", info, time.Since(start))
+		if *toDocker {
+			return importToDocker(ctx, stdio, pos[0], pos[1])
+		}
 		return nil
 	case "pull":
 		name := fs.String("name", "", "name to store the image under (default: from REF, e.g. debian:bookworm)")
@@ -220,4 +228,20 @@ func humanSize(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
+}
+
+// importToDocker loads the rootfs tarball file into the Docker Engine as
+// name (the engine's import, which takes a root file system tarball).
+func importToDocker(ctx context.Context, stdio IO, name, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	start := time.Now()
+	if err := docker.ImportRootfs(ctx, docker.Config{FromEnv: true}, name, f); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Stdout, "loaded %s into the Docker Engine in %s\n", name, time.Since(start).Round(time.Millisecond))
+	return nil
 }

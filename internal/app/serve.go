@@ -19,6 +19,7 @@ import (
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -39,6 +40,20 @@ type serveConfig struct {
 	MaxSandboxes   int                          `json:"maxSandboxes"`
 	PublicHost     string                       `json:"publicHost"`
 	Profiles       map[string]lifecycle.Profile `json:"profiles"`
+	Docker         dockerConfig                 `json:"docker"`
+}
+
+// dockerConfig is the "docker" section of the config file.
+type dockerConfig struct {
+	// Host is the engine ("unix:///var/run/docker.sock", "tcp://..."; by
+	// default DOCKER_HOST or the local socket).
+	Host string `json:"host"`
+	// Runtime is the OCI runtime of boxes (runc, runsc, kata-runtime, ...).
+	Runtime string `json:"runtime"`
+	// ReadonlyRootfs keeps the image read-only, so the disk limit holds.
+	ReadonlyRootfs bool `json:"readonlyRootfs"`
+	// NoPull refuses images the engine does not hold.
+	NoPull bool `json:"noPull"`
 }
 
 func defaultDataDir(env Env) string {
@@ -120,7 +135,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		if name == "" {
 			continue
 		}
-		p, err := newBackend(name, *dataDir, images, log)
+		p, err := newBackend(name, *dataDir, images, fileCfg.Docker, log)
 		if err != nil {
 			return err
 		}
@@ -207,7 +222,7 @@ func openStore(ctx context.Context, database, dataDir string) (store.Store, erro
 	return s, nil
 }
 
-func newBackend(name, dataDir string, images *image.Store, log *slog.Logger) (sandbox.Provider, error) {
+func newBackend(name, dataDir string, images *image.Store, dc dockerConfig, log *slog.Logger) (sandbox.Provider, error) {
 	switch name {
 	case "native":
 		if os.Geteuid() != 0 {
@@ -218,7 +233,14 @@ func newBackend(name, dataDir string, images *image.Store, log *slog.Logger) (sa
 			return nil, err
 		}
 		return p, nil
-	case "docker", "kubernetes":
+	case "docker":
+		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
+			Runtime: dc.Runtime, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Logger: log.With("backend", "docker")})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	case "kubernetes":
 		return nil, fmt.Errorf("backend %q is not available in this build yet", name)
 	}
 	return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(installedBackends, ", "))

@@ -1,0 +1,235 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// The unrestricted network is one engine bridge network per owner, made on
+// first use: boxes on it reach the internet through the engine's NAT, but
+// not each other (inter-container traffic is off), and, through the host
+// rules below, never cloud metadata or any link-local address, private
+// ranges, or the host itself.
+
+// networkName is the engine network of unrestricted boxes.
+func (p *Provider) networkName() string { return p.cfg.Owner + "-net" }
+
+// NetworkBridge is the name of the Linux bridge of the backend's
+// unrestricted network, for the engine host's firewall (a remote engine's
+// operator filters its egress: see Config.EgressFiltered).
+func (p *Provider) NetworkBridge() string { return "sbxd" + p.hash }
+
+// Chains of the host rules, one pair per owner.
+func (p *Provider) chainOut() string { return "ASTRABOX-DKR-" + strings.ToUpper(p.hash) }
+func (p *Provider) chainIn() string  { return "ASTRABOX-DKRIN-" + strings.ToUpper(p.hash) }
+
+// blockedRanges are destinations unrestricted boxes never reach:
+// link-local (cloud metadata at 169.254.169.254 among them), private
+// ranges (other boxes and engine networks among them), shared address
+// space (some clouds' metadata), and the special-purpose, benchmarking,
+// multicast and reserved ranges.
+var blockedRanges = []string{
+	"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+	"0.0.0.0/8", "127.0.0.0/8", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+}
+
+// reject refuses a packet at once (the box sees "no route to host")
+// rather than letting its connection time out.
+var reject = []string{"-j", "REJECT", "--reject-with", "icmp-admin-prohibited"}
+
+// ensureNetwork creates the unrestricted network when it is missing and,
+// for a local engine, (re)installs its host rules; it returns the
+// network's name.
+func (p *Provider) ensureNetwork(ctx context.Context) (string, error) {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	name := p.networkName()
+	_, err := p.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		_, err = p.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+			Driver: "bridge",
+			Options: map[string]string{
+				"com.docker.network.bridge.name":                 p.NetworkBridge(),
+				"com.docker.network.bridge.enable_icc":           "false",
+				"com.docker.network.bridge.enable_ip_masquerade": "true",
+			},
+			Labels: map[string]string{labelOwner: p.cfg.Owner, labelBackend: "docker"},
+		})
+		if cerrdefs.IsConflict(err) {
+			err = nil // made meanwhile by another server of this owner
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("network %s: %w", name, err)
+	}
+	p.netMade = true
+	if p.local {
+		if err := p.installRules(ctx); err != nil {
+			return "", fmt.Errorf("network %s: %w", name, err)
+		}
+	}
+	return name, nil
+}
+
+// installRules installs the host rules of the unrestricted network:
+// traffic the bridge forwards (chain DOCKER-USER, which the engine
+// consults first) to a blocked range is rejected, except DNS to the host's
+// name servers; traffic from the bridge to the host itself (chain INPUT)
+// is rejected unless it answers a connection the host opened. It is
+// idempotent: the chains are refilled and each jump added once.
+func (p *Provider) installRules(ctx context.Context) error {
+	bridge, out, in := p.NetworkBridge(), p.chainOut(), p.chainIn()
+	for _, chain := range []string{out, in} {
+		if p.iptables(ctx, "-n", "-L", chain) != nil {
+			if err := p.iptables(ctx, "-N", chain); err != nil {
+				return err
+			}
+		}
+		if err := p.iptables(ctx, "-F", chain); err != nil {
+			return err
+		}
+	}
+	rules := [][]string{{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"}}
+	for _, ns := range hostNameServers() {
+		for _, proto := range []string{"udp", "tcp"} {
+			rules = append(rules, []string{"-d", ns, "-p", proto, "--dport", "53", "-j", "RETURN"})
+		}
+	}
+	for _, r := range blockedRanges {
+		rules = append(rules, append([]string{"-d", r}, reject...))
+	}
+	for _, r := range rules {
+		if err := p.iptables(ctx, append([]string{"-A", out}, r...)...); err != nil {
+			return err
+		}
+	}
+	if err := p.iptables(ctx, "-A", in, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"); err != nil {
+		return err
+	}
+	if err := p.iptables(ctx, append([]string{"-A", in}, reject...)...); err != nil {
+		return err
+	}
+	for _, jump := range [][]string{{"DOCKER-USER", "-i", bridge, "-j", out}, {"INPUT", "-i", bridge, "-j", in}} {
+		if p.iptables(ctx, append([]string{"-C"}, jump...)...) == nil {
+			continue
+		}
+		if err := p.iptables(ctx, append([]string{"-I"}, jump...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeRules undoes installRules; rules that are already gone are fine.
+func (p *Provider) removeRules(ctx context.Context) {
+	bridge, out, in := p.NetworkBridge(), p.chainOut(), p.chainIn()
+	for _, jump := range [][]string{{"DOCKER-USER", "-i", bridge, "-j", out}, {"INPUT", "-i", bridge, "-j", in}} {
+		for p.iptables(ctx, append([]string{"-D"}, jump...)...) == nil {
+		}
+	}
+	for _, chain := range []string{out, in} {
+		_ = p.iptables(ctx, "-F", chain)
+		_ = p.iptables(ctx, "-X", chain)
+	}
+}
+
+// removeNetworkIfUnused removes the unrestricted network and its host
+// rules, if this Provider set them up, when no container is attached.
+func (p *Provider) removeNetworkIfUnused(ctx context.Context) error {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	if !p.netMade {
+		return nil
+	}
+	res, err := p.cli.NetworkInspect(ctx, p.networkName(), client.NetworkInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		if p.iptab != "" {
+			p.removeRules(ctx)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect network: %w", err)
+	}
+	if len(res.Network.Containers) > 0 {
+		return nil
+	}
+	if _, err := p.cli.NetworkRemove(ctx, p.networkName(), client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if cerrdefs.IsConflict(err) || cerrdefs.IsPermissionDenied(err) {
+			return nil // a box joined meanwhile
+		}
+		return fmt.Errorf("remove network: %w", err)
+	}
+	if p.iptab != "" {
+		p.removeRules(ctx)
+	}
+	return nil
+}
+
+func (p *Provider) iptables(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, p.iptab, append([]string{"-w"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// findIptables returns the iptables command to use, or "" when the
+// unrestricted network cannot be guarded (none found, turned off, or this
+// process is not root).
+func findIptables(configured string) string {
+	if configured == "none" || os.Geteuid() != 0 {
+		return ""
+	}
+	candidates := []string{"/usr/sbin/iptables", "/sbin/iptables", "/usr/bin/iptables"}
+	if configured != "" {
+		candidates = []string{configured}
+	}
+	for _, c := range candidates {
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return c
+		}
+	}
+	return ""
+}
+
+// hostNameServers lists the IPv4 name servers in the host's resolver
+// configuration that lie in a blocked range: the engine forwards boxes'
+// DNS queries to them from the box's network, so they stay reachable on
+// port 53.
+func hostNameServers() []string {
+	var out []string
+	for _, path := range []string{"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"} {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 2 || fields[0] != "nameserver" {
+				continue
+			}
+			a, err := netip.ParseAddr(fields[1])
+			if err != nil || !a.Is4() || a.IsLoopback() {
+				continue
+			}
+			for _, r := range blockedRanges {
+				if netip.MustParsePrefix(r).Contains(a) {
+					out = append(out, a.String())
+					break
+				}
+			}
+		}
+		f.Close()
+	}
+	return out
+}
