@@ -38,6 +38,9 @@ func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 	wg.Wait()
 }
 
+// refillDelay is how long a refill waits after a claim.
+const refillDelay = 250 * time.Millisecond
+
 // waitForPass refills backend's pools whenever a claim asks, until the
 // next full pass is due (true) or ctx ends (false).
 func (s *Service) waitForPass(ctx context.Context, backend string, tick <-chan time.Time) bool {
@@ -48,6 +51,14 @@ func (s *Service) waitForPass(ctx context.Context, backend string, tick <-chan t
 		case <-tick:
 			return true
 		case <-s.kicks[backend]:
+			// A claimed box is usually used at once: let its first commands
+			// run before new boxes compete for the CPU (claims in a burst
+			// share one refill).
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(refillDelay):
+			}
 			pass, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			s.refillPools(pass, backend)
 			cancel()

@@ -154,7 +154,10 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 				return rep, fmt.Errorf("%s on %s: %w", sc.name, t.Name, err)
 			}
 			for i := range res {
-				res[i].Scenario, res[i].Backend = sc.name+res[i].Scenario, t.Name
+				res[i].Scenario = sc.name + res[i].Scenario
+				if res[i].Backend == "" { // a reference measured alongside keeps its own name
+					res[i].Backend = t.Name
+				}
 			}
 			rep.Results = append(rep.Results, res...)
 			fmt.Fprintf(cfg.Progress, "bench: %-12s %-8s done in %s\n", sc.name, t.Name, time.Since(start).Round(time.Millisecond))
