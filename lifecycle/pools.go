@@ -29,7 +29,7 @@ const claimAttempts = 3
 
 // poolKey names the boxes interchangeable for one another: same profile,
 // backend and everything that shapes a box (image, entrypoint, env,
-// resources, network, workspace). Metadata and timeouts belong to the
+// resources, network, workspace, runtime). Metadata and timeouts belong to the
 // record and are set when a box is claimed; requested capabilities are
 // only checked, never applied.
 func poolKey(profile, backend string, spec sandbox.Spec) string {
@@ -41,7 +41,8 @@ func poolKey(profile, backend string, spec sandbox.Spec) string {
 		Resources  sandbox.Resources
 		Network    sandbox.NetworkPolicy
 		Workspace  *sandbox.Workspace
-	}{backend, spec.Image, spec.Entrypoint, spec.Env, spec.Resources, spec.Network, spec.Workspace}
+		Runtime    string
+	}{backend, spec.Image, spec.Entrypoint, spec.Env, spec.Resources, spec.Network, spec.Workspace, spec.Runtime}
 	if len(shape.Env) == 0 {
 		shape.Env = nil
 	}

@@ -30,6 +30,7 @@ func TestPoolKey(t *testing.T) {
 		{"resources", "p", "native", func(s *sandbox.Spec) { s.Resources.MemoryBytes = 1 << 30 }, false},
 		{"network", "p", "native", func(s *sandbox.Spec) { s.Network.Mode = sandbox.NetworkUnrestricted }, false},
 		{"workspace", "p", "native", func(s *sandbox.Spec) { s.Workspace = &sandbox.Workspace{Volume: "v"} }, false},
+		{"runtime", "p", "native", func(s *sandbox.Spec) { s.Runtime = "runsc" }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,7 +88,7 @@ func (s *Service) PutProfile(ctx context.Context, p Profile) error {
 		}
 	}
 	spec := sandbox.Spec{Image: p.Image, Resources: p.Resources, Timeout: p.Timeout, IdleTimeout: p.IdleTimeout,
-		Network: sandbox.NetworkPolicy{Mode: p.Network}, Capabilities: p.Capabilities, Env: p.Env}
+		Network: sandbox.NetworkPolicy{Mode: p.Network}, Capabilities: p.Capabilities, Env: p.Env, Runtime: p.Runtime}
 	if err := spec.Validate(); err != nil {
 		return err
 	}

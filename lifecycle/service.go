@@ -62,6 +62,9 @@ type Profile struct {
 	// Entrypoint is the process a box starts with when the request names
 	// none.
 	Entrypoint []string `json:"entrypoint,omitempty"`
+	// Runtime is the OCI runtime of the profile's boxes, for backends that
+	// offer a choice (the docker backend: runc, runsc, kata-runtime, ...).
+	Runtime string `json:"runtime,omitempty"`
 	// PoolSize is how many ready boxes of this profile the server keeps
 	// warm; a create that fits them claims one (see poolKey).
 	PoolSize int `json:"poolSize,omitempty"`
@@ -206,6 +209,7 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 		Network:      sandbox.NetworkPolicy{Mode: prof.Network},
 		Capabilities: append(append([]sandbox.Capability{}, prof.Capabilities...), req.Capabilities...),
 		Metadata:     req.Metadata,
+		Runtime:      prof.Runtime,
 	}
 	for k, v := range prof.Env {
 		spec.Env[k] = v

@@ -1,6 +1,9 @@
 package sandbox
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Capability names something a backend may or may not offer.
 type Capability string
@@ -66,6 +69,16 @@ type Capabilities struct {
 	Browser             bool          `json:"browser"`
 	GPU                 bool          `json:"gpu"`
 	PersistentWorkspace bool          `json:"persistentWorkspace"`
+	// Runtimes are the OCI runtimes a Spec may name, with the isolation
+	// each gives; empty when the backend offers no choice (Isolation is
+	// then the only one).
+	Runtimes []Runtime `json:"runtimes,omitempty"`
+}
+
+// Runtime is an OCI runtime a backend offers.
+type Runtime struct {
+	Name      string    `json:"name"`
+	Isolation Isolation `json:"isolation"`
 }
 
 // Has reports whether the backend offers c.
@@ -119,6 +132,17 @@ func (c Capabilities) Check(s Spec) error {
 		if !c.Has(cap) {
 			return &Error{Code: CodeCapability, Message: "capability " + string(cap) + " is not supported by this backend; available: " + joinCaps(c.List())}
 		}
+	}
+	if s.Runtime != "" && !slices.ContainsFunc(c.Runtimes, func(r Runtime) bool { return r.Name == s.Runtime }) {
+		names := make([]string, len(c.Runtimes))
+		for i, r := range c.Runtimes {
+			names[i] = r.Name
+		}
+		avail := "none (the backend offers no choice of runtime)"
+		if len(names) > 0 {
+			avail = strings.Join(names, ", ")
+		}
+		return &Error{Code: CodeCapability, Message: "runtime " + s.Runtime + " is not offered by this backend; available: " + avail}
 	}
 	return nil
 }

@@ -69,6 +69,9 @@ type Spec struct {
 	Capabilities []Capability      `json:"capabilities,omitempty"` // requested; refused at create if missing
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	Workspace    *Workspace        `json:"workspace,omitempty"`
+	// Runtime names the OCI runtime of the box, for backends that offer a
+	// choice (Capabilities.Runtimes); empty is the backend's default.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Validate checks the Spec on its own, before any backend sees it, and
@@ -98,6 +101,9 @@ func (s *Spec) Validate() error {
 	if s.Timeout < 0 || s.IdleTimeout < 0 {
 		return Errorf(CodeInvalidRequest, "timeouts must not be negative")
 	}
+	if s.Runtime != "" && !validRuntimeName(s.Runtime) {
+		return Errorf(CodeInvalidRequest, "invalid runtime name %q (1 to 64 letters, digits, '.', '_' or '-')", s.Runtime)
+	}
 	for _, c := range s.Capabilities {
 		if !c.Known() {
 			return Errorf(CodeInvalidRequest, "unknown capability %q (known: %s)", c, strings.Join(capabilityNames(), ", "))
@@ -120,4 +126,18 @@ func ValidateEnvName(name string) error {
 		}
 	}
 	return nil
+}
+
+// validRuntimeName accepts OCI runtime names as engines register them.
+func validRuntimeName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c == '.' || c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return true
 }

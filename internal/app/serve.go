@@ -50,6 +50,8 @@ type dockerConfig struct {
 	Host string `json:"host"`
 	// Runtime is the OCI runtime of boxes (runc, runsc, kata-runtime, ...).
 	Runtime string `json:"runtime"`
+	// Runtimes are further runtimes profiles may choose ("runtime").
+	Runtimes []string `json:"runtimes"`
 	// ReadonlyRootfs keeps the image read-only, so the disk limit holds.
 	ReadonlyRootfs bool `json:"readonlyRootfs"`
 	// NoPull refuses images the engine does not hold.
@@ -235,7 +237,7 @@ func newBackend(name, dataDir string, images *image.Store, dc dockerConfig, log 
 		return p, nil
 	case "docker":
 		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
-			Runtime: dc.Runtime, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Logger: log.With("backend", "docker")})
+			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Logger: log.With("backend", "docker")})
 		if err != nil {
 			return nil, err
 		}

@@ -231,14 +231,14 @@ func benchThroughput(ctx context.Context, s *suite, t Target) ([]Result, error) 
 		return nil, err
 	}
 	start = time.Now()
-	err = x.Upload(ctx, "/tmp/bench.bin", f, execdclient.UploadOptions{Size: &size})
+	err = x.Upload(ctx, "bench.bin", f, execdclient.UploadOptions{Size: &size})
 	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
 	up := mbps(size, time.Since(start))
 	start = time.Now()
-	rc, err := x.Download(ctx, "/tmp/bench.bin", 0, -1)
+	rc, err := x.Download(ctx, "bench.bin", 0, -1)
 	if err != nil {
 		return nil, fmt.Errorf("download: %w", err)
 	}

@@ -3,6 +3,7 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -110,7 +111,7 @@ func (p *Provider) containerSpec(id string, spec sandbox.Spec, netName string) c
 		ReadonlyRootfs: p.cfg.ReadonlyRootfs,
 		Tmpfs:          tmpfs,
 		ShmSize:        min(res.MemoryBytes/2, 64<<20),
-		Runtime:        p.cfg.Runtime,
+		Runtime:        cmp.Or(spec.Runtime, p.cfg.Runtime),
 		Init:           &init,
 		MaskedPaths:    slices.Clone(maskedPaths),
 		Resources: container.Resources{

@@ -32,6 +32,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/moby/profiles/seccomp"
 
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -96,6 +98,11 @@ type Config struct {
 	// Isolation states the isolation of a Runtime this package does not
 	// know; it is required for such a runtime.
 	Isolation sandbox.Isolation
+	// Runtimes are further OCI runtimes (registered with the engine) that
+	// a profile may choose for its boxes (sandbox.Spec.Runtime); each must
+	// be one this package knows the isolation of. Capabilities lists them,
+	// with Runtime when it is named.
+	Runtimes []string
 	// Owner is the value of the io.astrabox.owner label on everything the
 	// backend creates, so that servers sharing an engine never take each
 	// other's boxes for orphans (default: "astrabox-" and a hash of
@@ -112,9 +119,12 @@ type Config struct {
 	// limit with the engine's storage-opt size (overlay2 on xfs with
 	// project quotas, btrfs, zfs); the engine refuses it otherwise.
 	StorageQuota bool
-	// SeccompProfile is a seccomp profile (JSON) applied instead of the
-	// engine's default profile, which is used when this is empty. The
-	// backend never runs a box unconfined.
+	// SeccompProfile is the seccomp profile (JSON) boxes run under. By
+	// default it is Docker's current default profile (from
+	// github.com/moby/profiles/seccomp), sent with every container, so
+	// that an older engine whose built-in profile still allows io_uring
+	// confines boxes as a current one does. The backend never runs a box
+	// unconfined.
 	SeccompProfile string
 	// Iptables is the iptables command that guards the unrestricted
 	// network of a local engine (default: the first of /usr/sbin/iptables,
@@ -196,7 +206,19 @@ func New(cfg Config) (*Provider, error) {
 		}
 		cfg.Isolation = iso
 	}
+	for _, r := range cfg.Runtimes {
+		if _, ok := runtimeIsolation(r); !ok || r == "" {
+			return nil, fmt.Errorf("docker: runtime %q: not one whose isolation is known (runc, crun, runsc, kata-runtime, ...)", r)
+		}
+	}
 	cfg.Defaults = cfg.Defaults.WithDefaults(defaultResources)
+	if cfg.SeccompProfile == "" {
+		b, err := json.Marshal(seccomp.DefaultProfile())
+		if err != nil {
+			return nil, fmt.Errorf("docker: default seccomp profile: %w", err)
+		}
+		cfg.SeccompProfile = string(b)
+	}
 
 	cli, err := newClient(cfg)
 	if err != nil {
@@ -274,7 +296,9 @@ func runtimeIsolation(runtime string) (sandbox.Isolation, bool) {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return "docker" }
 
-// Capabilities implements sandbox.Provider. Network none needs a local
+// Capabilities implements sandbox.Provider. Isolation is that of the
+// default runtime; Runtimes lists the ones a Spec may choose, each with
+// its own. Network none needs a local
 // engine (execd is reached through a unix socket); unrestricted needs the
 // egress rules, installed here with iptables for a local engine, or
 // declared by the operator for a remote one. The disk limit holds only
@@ -295,6 +319,18 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 	}
 	if p.cfg.ReadonlyRootfs || p.cfg.StorageQuota {
 		c.Limits = append(c.Limits, sandbox.ResourceDisk)
+	}
+	if len(p.cfg.Runtimes) > 0 {
+		if p.cfg.Runtime != "" {
+			c.Runtimes = append(c.Runtimes, sandbox.Runtime{Name: p.cfg.Runtime, Isolation: p.cfg.Isolation})
+		}
+		for _, r := range p.cfg.Runtimes {
+			if r == p.cfg.Runtime {
+				continue
+			}
+			iso, _ := runtimeIsolation(r)
+			c.Runtimes = append(c.Runtimes, sandbox.Runtime{Name: r, Isolation: iso})
+		}
 	}
 	return c
 }

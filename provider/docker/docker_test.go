@@ -497,3 +497,30 @@ func TestInvalidIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeChosenByProfile: a Spec may name one of the runtimes the
+// backend offers, which the container then runs under; any other is
+// refused before anything is made.
+func TestRuntimeChosenByProfile(t *testing.T) {
+	h := newHarness(t, func(c *docker.Config) { c.Runtimes = []string{"runc", "runsc"} })
+	caps := h.p.Capabilities()
+	if len(caps.Runtimes) != 2 || caps.Runtimes[0] != (sandbox.Runtime{Name: "runc", Isolation: sandbox.IsolationContainer}) ||
+		caps.Runtimes[1] != (sandbox.Runtime{Name: "runsc", Isolation: sandbox.IsolationSandboxed}) {
+		t.Fatalf("runtimes offered: %+v", caps.Runtimes)
+	}
+	spec := h.Spec()
+	spec.Runtime = "runc"
+	b := sandboxtest.NewBox(t, h, &spec)
+	if got := h.containerOf(t, b.ID).Container.HostConfig.Runtime; got != "runc" {
+		t.Fatalf("container runtime %q, want runc", got)
+	}
+	spec.Runtime = "kata-runtime"
+	id := sandboxtest.NewID()
+	if _, err := h.p.Create(ctx(t), id, spec); sandbox.CodeOf(err) != sandbox.CodeCapability {
+		t.Fatalf("create with a runtime not offered: %v", err)
+	}
+	h.CheckGone(t, id)
+	if _, err := docker.New(docker.Config{DataDir: t.TempDir(), InjectByCopy: true, Runtimes: []string{"mystery"}}); err == nil {
+		t.Error("a runtime of unknown isolation was accepted")
+	}
+}

@@ -132,9 +132,6 @@ func TestSecurityKernelSurface(t *testing.T) {
 			if got == "-1 1" || got == "-1 38" {
 				return
 			}
-			if sc.name == "io_uring_setup" && !engineBlocksIOUring(h) {
-				t.Skipf("io_uring_setup is allowed (%q): the default seccomp profile of Docker Engine before 25 (API 1.44) allows io_uring; engine API %s; set Config.SeccompProfile to refuse it", got, h.p.APIVersion())
-			}
 			t.Fatalf("%s: got %q (stderr %q), want -1 with EPERM or ENOSYS", sc.name, got, errOut)
 		})
 	}
@@ -207,17 +204,6 @@ func TestSecurityKernelSurface(t *testing.T) {
 			t.Fatal("cloud metadata is reachable")
 		}
 	})
-}
-
-// engineBlocksIOUring reports whether the engine's default seccomp profile
-// refuses io_uring (Docker Engine 25, API 1.44, and later).
-func engineBlocksIOUring(h *harness) bool {
-	v := strings.SplitN(h.p.APIVersion(), ".", 2)
-	if len(v) != 2 {
-		return true
-	}
-	minor, _ := strconv.Atoi(v[1])
-	return v[0] != "1" || minor >= 44
 }
 
 func TestSecurityResourceLimits(t *testing.T) {
