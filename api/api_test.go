@@ -415,7 +415,7 @@ func TestProfilesAPI(t *testing.T) {
 		t.Fatalf("put: %d %s", code, body)
 	}
 	for _, bad := range []struct{ name, body string }{
-		{"Bad_Name", `{}`}, {"small", `{}`}, {"x", `{"backend":"nope"}`}, {"y", `{"network":"sideways"}`}, {"z", `{"timeout":-5}`}, {"w", `{"poolSize":-1}`}, {"v", `{"color":"red"}`},
+		{"Bad_Name", `{}`}, {"small", `{}`}, {"x", `{"backend":"nope"}`}, {"y", `{"network":"sideways"}`}, {"z", `{"timeout":-5}`}, {"w", `{"poolSize":-1}`}, {"u", `{"poolSize":65}`}, {"v", `{"color":"red"}`},
 	} {
 		if code, _ := put(bad.name, bad.body); code < 400 {
 			t.Errorf("put %s %s accepted", bad.name, bad.body)

@@ -74,6 +74,9 @@ func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, spec
 			continue
 		}
 		if err := s.adopt(ctx, rec, spec, specJSON); err != nil {
+			// Out of the pool but not the user's: it would hold resources
+			// with no expiry.
+			s.reap(context.WithoutCancel(ctx), rec.ID, "claim_failed")
 			return nil, err
 		}
 		s.pools.count(key, "hit")
@@ -98,6 +101,24 @@ func (s *Service) adopt(ctx context.Context, rec *store.Sandbox, spec sandbox.Sp
 	}
 	rec.Reason = "claimed_from_pool"
 	return s.save(context.WithoutCancel(ctx), rec)
+}
+
+// retire deletes a pool member that no pool wants any more, unless a
+// claim took it since rec was read: the record is first taken out of the
+// pool with an update conditional on rec's version, which a claim changes.
+func (s *Service) retire(ctx context.Context, rec *store.Sandbox) {
+	unlock := s.lock(rec.ID)
+	rec.Pool, rec.State, rec.Reason = "", sandbox.StateStopping, "pool_retired"
+	rec.UpdatedAt = s.stamp()
+	err := s.cfg.Store.UpdateSandbox(ctx, rec)
+	unlock()
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("pool: retire member", "sandbox_id", rec.ID, "err", err)
+		}
+		return // claimed (or gone) meanwhile: not ours to delete
+	}
+	s.reap(ctx, rec.ID, "pool_retired")
 }
 
 // kick asks backend's reconciler to refill its pools now.
@@ -160,7 +181,7 @@ func (s *Service) refillPools(ctx context.Context, backend string) {
 			continue
 		}
 		if have[rec.Pool] >= targets[rec.Pool].size {
-			s.reap(ctx, rec.ID, "pool_retired")
+			s.retire(ctx, rec)
 			continue
 		}
 		have[rec.Pool]++

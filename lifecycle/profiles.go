@@ -60,7 +60,10 @@ func (s *Service) Profiles(ctx context.Context) ([]Profile, error) {
 	for _, n := range names {
 		p, err := s.profile(ctx, n)
 		if err != nil {
-			return nil, err
+			// One unreadable profile must not hide the others (nor stop
+			// every pool); it is logged and left out.
+			s.log.Warn("profile cannot be read; leaving it out", "profile", n, "err", err)
+			continue
 		}
 		out = append(out, p)
 	}
@@ -92,8 +95,8 @@ func (s *Service) PutProfile(ctx context.Context, p Profile) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if p.PoolSize < 0 {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must not be negative")
+	if p.PoolSize < 0 || p.PoolSize > MaxPoolSize {
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must be 0 to %d", MaxPoolSize)
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -124,6 +127,10 @@ func (s *Service) profileNamesAll(ctx context.Context) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// MaxPoolSize bounds a profile's warm pool: ready boxes are not counted
+// against the sandbox quota, so their number must be bounded by itself.
+const MaxPoolSize = 64
 
 // profileJSON is Profile on the wire: timeouts in whole seconds.
 type profileJSON struct {

@@ -109,8 +109,8 @@ func New(cfg Config) (*Service, error) {
 		if err := validProfileName(name); err != nil {
 			return nil, fmt.Errorf("lifecycle: configured profile: %w", err)
 		}
-		if p.PoolSize < 0 {
-			return nil, fmt.Errorf("lifecycle: profile %s: poolSize must not be negative", name)
+		if p.PoolSize < 0 || p.PoolSize > MaxPoolSize {
+			return nil, fmt.Errorf("lifecycle: profile %s: poolSize must be 0 to %d", name, MaxPoolSize)
 		}
 		p.Name = name // the map's key names it
 		profiles[name] = p
@@ -320,6 +320,9 @@ func (s *Service) save(ctx context.Context, rec *store.Sandbox) error {
 			return fmt.Errorf("save sandbox: %w", gerr)
 		}
 		rec.Version = cur.Version
+		if cur.Pool == "" {
+			rec.Pool = "" // claimed meanwhile: never put it back into a pool
+		}
 		err = s.cfg.Store.UpdateSandbox(ctx, rec)
 	}
 	if err != nil {
@@ -350,6 +353,9 @@ func (s *Service) List(ctx context.Context, f store.ListFilter) ([]*store.Sandbo
 	return recs, total, nil
 }
 
+// deleteTimeout bounds one backend delete.
+const deleteTimeout = 2 * time.Minute
+
 // Delete stops a sandbox, removes it from its backend and forgets it.
 // reason is recorded in its last event ("user_delete", "ttl_expiry", ...).
 func (s *Service) Delete(ctx context.Context, id, reason string) error {
@@ -367,7 +373,11 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	if err := s.save(ctx, rec); err != nil {
 		return err
 	}
-	if err := p.Delete(context.WithoutCancel(ctx), id); err != nil {
+	// The backend's delete outlives the caller (a dropped request must not
+	// leave a half-deleted box) but not forever.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+	defer cancel()
+	if err := p.Delete(dctx, id); err != nil {
 		rec.State, rec.Reason = sandbox.StateFailed, "delete_failed: "+err.Error()
 		_ = s.save(context.WithoutCancel(ctx), rec)
 		return fmt.Errorf("delete sandbox %s: %w", id, err)

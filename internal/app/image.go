@@ -76,6 +76,9 @@ func runImage(ctx context.Context, args []string, stdio IO, env Env) error {
 		}
 		printStored(stdio.Stdout, "imported", info, time.Since(start))
 		if *toDocker {
+			if info.Format != image.FormatRootFS {
+				return fmt.Errorf("--docker loads root file system tarballs only; %s is a %s (load it with docker load)", pos[1], info.Format)
+			}
 			return importToDocker(ctx, stdio, pos[0], pos[1])
 		}
 		return nil

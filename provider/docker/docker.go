@@ -161,6 +161,7 @@ type Provider struct {
 
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex // per box id
+	pulls   map[string]*pullState  // image pulls in flight, by reference
 	netMu   sync.Mutex             // serialises setting up the network
 	netMade bool                   // this Provider set up the network (under netMu)
 }
@@ -224,7 +225,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: engine client: %w", err)
 	}
-	p := &Provider{cfg: cfg, log: cfg.Logger, cli: cli, locks: make(map[string]*sync.Mutex)}
+	p := &Provider{cfg: cfg, log: cfg.Logger, cli: cli, locks: make(map[string]*sync.Mutex), pulls: make(map[string]*pullState)}
 	sum := sha256.Sum256([]byte(cfg.Owner))
 	p.hash = hex.EncodeToString(sum[:4])
 	host := cli.DaemonHost()

@@ -29,10 +29,7 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) error {
 	if p.cfg.NoPull {
 		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q is not on the Docker engine (pulling is off)", ref)
 	}
-	pctx, cancel := context.WithTimeout(ctx, p.cfg.PullTimeout)
-	defer cancel()
-	p.log.Info("pulling image", "backend", "docker", "image", ref)
-	if err := p.pull(pctx, ref); err != nil {
+	if err := p.pullShared(ctx, ref); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("pull image %s: %w", ref, err)
 		}
@@ -45,6 +42,41 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) error {
 		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q: pulled, but the engine does not show it: %w", ref, err)
 	}
 	return nil
+}
+
+// pullState is one pull in flight, shared by the creates that wait for it.
+type pullState struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// pullShared pulls ref once however many creates ask, bounded by
+// PullTimeout rather than by any one create: a create that gives up
+// (ctx) leaves the pull running, and a later create finds the image.
+func (p *Provider) pullShared(ctx context.Context, ref string) error {
+	p.mu.Lock()
+	pl, ok := p.pulls[ref]
+	if !ok {
+		pl = &pullState{done: make(chan struct{})}
+		p.pulls[ref] = pl
+		p.log.Info("pulling image", "backend", "docker", "image", ref)
+		go func() {
+			pctx, cancel := context.WithTimeout(context.Background(), p.cfg.PullTimeout)
+			defer cancel()
+			pl.err = p.pull(pctx, ref)
+			p.mu.Lock()
+			delete(p.pulls, ref)
+			p.mu.Unlock()
+			close(pl.done)
+		}()
+	}
+	p.mu.Unlock()
+	select {
+	case <-pl.done:
+		return pl.err
+	case <-ctx.Done():
+		return fmt.Errorf("image %s is still being pulled: %w", ref, ctx.Err())
+	}
 }
 
 // pull pulls ref and waits until the engine reports the end of the pull.

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -54,8 +56,10 @@ func (p *Provider) ensureNetwork(ctx context.Context) (string, error) {
 	name := p.networkName()
 	_, err := p.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
+		noIPv6 := false // the rules filter IPv4 only: boxes get no IPv6
 		_, err = p.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
-			Driver: "bridge",
+			Driver:     "bridge",
+			EnableIPv6: &noIPv6,
 			Options: map[string]string{
 				"com.docker.network.bridge.name":                 p.NetworkBridge(),
 				"com.docker.network.bridge.enable_icc":           "false",
@@ -87,16 +91,6 @@ func (p *Provider) ensureNetwork(ctx context.Context) (string, error) {
 // idempotent: the chains are refilled and each jump added once.
 func (p *Provider) installRules(ctx context.Context) error {
 	bridge, out, in := p.NetworkBridge(), p.chainOut(), p.chainIn()
-	for _, chain := range []string{out, in} {
-		if p.iptables(ctx, "-n", "-L", chain) != nil {
-			if err := p.iptables(ctx, "-N", chain); err != nil {
-				return err
-			}
-		}
-		if err := p.iptables(ctx, "-F", chain); err != nil {
-			return err
-		}
-	}
 	rules := [][]string{{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"}}
 	for _, ns := range hostNameServers() {
 		for _, proto := range []string{"udp", "tcp"} {
@@ -106,15 +100,12 @@ func (p *Provider) installRules(ctx context.Context) error {
 	for _, r := range blockedRanges {
 		rules = append(rules, append([]string{"-d", r}, reject...))
 	}
-	for _, r := range rules {
-		if err := p.iptables(ctx, append([]string{"-A", out}, r...)...); err != nil {
-			return err
-		}
+	inRules := [][]string{
+		{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"},
+		reject,
 	}
-	if err := p.iptables(ctx, "-A", in, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"); err != nil {
-		return err
-	}
-	if err := p.iptables(ctx, append([]string{"-A", in}, reject...)...); err != nil {
+	// One atomic commit: running boxes never meet an empty chain.
+	if err := p.iptablesRestore(ctx, map[string][][]string{out: rules, in: inRules}); err != nil {
 		return err
 	}
 	for _, jump := range [][]string{{"DOCKER-USER", "-i", bridge, "-j", out}, {"INPUT", "-i", bridge, "-j", in}} {
@@ -178,6 +169,33 @@ func (p *Provider) iptables(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, p.iptab, append([]string{"-w"}, args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// iptablesRestore creates (or empties) the filter chains and fills them
+// in one commit of iptables-restore --noflush; other chains are untouched.
+func (p *Provider) iptablesRestore(ctx context.Context, chains map[string][][]string) error {
+	var b strings.Builder
+	b.WriteString("*filter\n")
+	names := make([]string, 0, len(chains))
+	for name := range chains {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", name)
+	}
+	for _, name := range names {
+		for _, rule := range chains[name] {
+			fmt.Fprintf(&b, "-A %s %s\n", name, strings.Join(rule, " "))
+		}
+	}
+	b.WriteString("COMMIT\n")
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(p.iptab), "iptables-restore"), "-w", "5", "--noflush")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables-restore of %s: %w: %s", strings.Join(names, ", "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -402,7 +402,9 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	if stErr == nil {
-		unplug(hostIfPrefix + strconv.Itoa(st.Slot))
+		if p.slotOwner(st.Slot) == id { // else the slot, and its link, are another box's now
+			unplug(hostIfPrefix + strconv.Itoa(st.Slot))
+		}
 		p.freeSlot(st.Slot, id)
 	} else {
 		p.freeSlotsOf(id)

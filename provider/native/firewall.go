@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -37,7 +39,8 @@ const (
 var blockedRanges = []string{"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 	"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"}
 
-// firewall installs the rules; one per process, shared by providers.
+// firewall installs the rules; one per process, shared by providers. It
+// needs iptables-restore beside iptables (both come in one package).
 type firewall struct {
 	mu        sync.Mutex
 	iptables  string
@@ -90,18 +93,19 @@ func (f *firewall) ensure(network netip.Prefix, servers []netip.Addr) error {
 		{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
 		{"-j", "REJECT", "--reject-with", "icmp-admin-prohibited"},
 	}
-	steps := []func() error{
-		func() error { return f.fillChain("filter", chainForward, fwd) },
-		func() error { return f.fillChain("filter", chainInput, in) },
-		func() error { return f.jumpFirst("filter", "FORWARD", "-i", hostIfPrefix+"+", "-j", chainForward) },
-		func() error { return f.jumpFirst("filter", "FORWARD", "-o", hostIfPrefix+"+", "-j", chainForward) },
-		func() error { return f.jumpFirst("filter", "INPUT", "-i", hostIfPrefix+"+", "-j", chainInput) },
-		func() error {
-			return f.jumpFirst("nat", "POSTROUTING", "-s", network.String(), "!", "-o", hostIfPrefix+"+", "-j", "MASQUERADE")
-		},
+	// Both chains are refilled in one iptables-restore commit: a box that
+	// is running meanwhile never meets an empty chain.
+	if err := f.restore("filter", map[string][][]string{chainForward: fwd, chainInput: in}); err != nil {
+		return err
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
+	jumps := [][]string{
+		{"filter", "FORWARD", "-i", hostIfPrefix + "+", "-j", chainForward},
+		{"filter", "FORWARD", "-o", hostIfPrefix + "+", "-j", chainForward},
+		{"filter", "INPUT", "-i", hostIfPrefix + "+", "-j", chainInput},
+		{"nat", "POSTROUTING", "-s", network.String(), "!", "-o", hostIfPrefix + "+", "-j", "MASQUERADE"},
+	}
+	for _, j := range jumps {
+		if err := f.jumpFirst(j[0], j[1], j[2:]...); err != nil {
 			return err
 		}
 	}
@@ -118,20 +122,29 @@ func (f *firewall) inPlace() bool {
 	return errF == nil && errI == nil
 }
 
-// fillChain creates chain in table if needed and replaces its rules.
-func (f *firewall) fillChain(table, chain string, rules [][]string) error {
-	if _, err := f.run("-t", table, "-n", "-L", chain); err != nil {
-		if _, err := f.run("-t", table, "-N", chain); err != nil {
-			return err
+// restore creates (or empties) the chains of table and fills them, in one
+// atomic commit of iptables-restore --noflush; other chains are untouched.
+func (f *firewall) restore(table string, chains map[string][][]string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%s\n", table)
+	names := make([]string, 0, len(chains))
+	for name := range chains {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", name)
+	}
+	for _, name := range names {
+		for _, rule := range chains[name] {
+			fmt.Fprintf(&b, "-A %s %s\n", name, strings.Join(rule, " "))
 		}
 	}
-	if _, err := f.run("-t", table, "-F", chain); err != nil {
-		return err
-	}
-	for _, r := range rules {
-		if _, err := f.run(append([]string{"-t", table, "-A", chain}, r...)...); err != nil {
-			return err
-		}
+	b.WriteString("COMMIT\n")
+	cmd := exec.Command(filepath.Join(filepath.Dir(f.iptables), "iptables-restore"), "-w", "5", "--noflush")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables-restore of %s: %w: %s", strings.Join(names, ", "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -144,8 +144,8 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Network = DefaultNetwork
 	}
 	network, err := netip.ParsePrefix(cfg.Network)
-	if err != nil || !network.Addr().Is4() || network.Bits() > 28 {
-		return nil, fmt.Errorf("native: network %q: want an IPv4 range of at least 16 addresses", cfg.Network)
+	if err != nil || !network.Addr().Is4() || network.Bits() > 16 {
+		return nil, fmt.Errorf("native: network %q: want an IPv4 range of /16 or larger (4 addresses for each of the %d uid slots)", cfg.Network, slotCount)
 	}
 	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex),
 		network: network.Masked(), mtu: uplinkMTU(), netOK: hostFirewall.available()}, nil

@@ -47,10 +47,18 @@ func (p *Provider) slotDir(n int) string {
 	return filepath.Join(p.cfg.DataDir, dirSlots, strconv.Itoa(n))
 }
 
+// slotOwner returns the id of the box holding slot n ("" when free).
+func (p *Provider) slotOwner(n int) string {
+	b, err := os.ReadFile(filepath.Join(p.slotDir(n), "id"))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
 // freeSlot releases slot n if it belongs to id.
 func (p *Provider) freeSlot(n int, id string) {
-	b, err := os.ReadFile(filepath.Join(p.slotDir(n), "id"))
-	if err == nil && string(b) == id {
+	if p.slotOwner(n) == id {
 		_ = os.RemoveAll(p.slotDir(n))
 	}
 }
