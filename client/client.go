@@ -275,3 +275,28 @@ func (c *Client) Events(ctx context.Context, id string, after int64, fn func(wir
 		}
 	}
 }
+
+// PutProfile creates or replaces the stored RuntimeProfile name (an
+// AstraBox addition); profile is its JSON object (see the server's
+// OpenAPI file: backend, image, resources, poolSize, ...).
+func (c *Client) PutProfile(ctx context.Context, name string, profile any) error {
+	return c.doJSON(ctx, http.MethodPut, "/profiles/"+url.PathEscape(name), nil, profile, nil, nil)
+}
+
+// Metrics returns the server's Prometheus metrics text.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return "", fmt.Errorf("build request: %w", err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("GET /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: HTTP %d: %v", resp.StatusCode, err)
+	}
+	return string(b), nil
+}

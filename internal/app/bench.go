@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -21,12 +22,12 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 	if len(args) > 0 && args[0] == "execd" {
 		return runBenchExecd(ctx, args[1:], stdio)
 	}
-	return runBenchSuite(ctx, args, stdio)
+	return runBenchSuite(ctx, args, stdio, env)
 }
 
 // runBenchSuite is `astrabox bench`: every scenario on every named
 // backend and on the process harness, in one run.
-func runBenchSuite(ctx context.Context, args []string, stdio IO) error {
+func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	fs.Usage = func() {
@@ -43,6 +44,8 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO) error {
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated")
 	dockerImage := fs.String("docker-image", "", "image of the docker backend's sandboxes, present in the engine (e.g. debian:12)")
 	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	server := fs.String("server", "", "measure this running server (URL) instead of serving the backends in-process")
+	apiKey := fs.String("api-key", "", "API key of --server (default $ASTRABOX_API_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +65,29 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO) error {
 	if *only != "" {
 		scenarios = strings.Split(*only, ",")
 	}
+	res := sandbox.Resources{MemoryBytes: bytes + 1<<30, DiskBytes: bytes + 512<<20}
+	cfg := bench.SuiteConfig{N: max(*n, 1), Concurrency: sizes, Size: bytes, IdleBoxes: max(*idle, 1),
+		DensityMax: max(*densityMax, 20), Cycles: max(*cycles, 1), Scenarios: scenarios, Progress: stdio.Stderr}
+	if *server != "" {
+		// A running server: its backends as named, no process floor (the
+		// first backend is the reference), no access to the backends.
+		cfg.Server, cfg.APIKey = *server, cmp.Or(*apiKey, env("ASTRABOX_API_KEY"))
+		for _, name := range strings.Split(*backends, ",") {
+			name = strings.TrimSpace(name)
+			image := "host"
+			if name == "docker" {
+				image = *dockerImage
+			}
+			cfg.Targets = append(cfg.Targets, bench.Target{Name: name, Image: image, Resources: res})
+		}
+		scratch, err := os.MkdirTemp("", "astrabox-bench-")
+		if err != nil {
+			return fmt.Errorf("scratch dir: %w", err)
+		}
+		defer os.RemoveAll(scratch)
+		cfg.Dir = scratch
+		return writeSuite(ctx, stdio, cfg, *jsonOut)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("locate the astrabox binary: %w", err)
@@ -74,23 +100,27 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO) error {
 	if err := os.Chmod(scratch, 0o711); err != nil {
 		return fmt.Errorf("scratch dir: %w", err)
 	}
-	res := sandbox.Resources{MemoryBytes: bytes + 1<<30, DiskBytes: bytes + 512<<20}
 	targets, closeAll, err := benchTargets(ctx, strings.Split(*backends, ","), exe, scratch, *dockerImage, res)
 	defer closeAll()
 	if err != nil {
 		return err
 	}
-	rep, err := bench.RunSuite(ctx, bench.SuiteConfig{Targets: targets, N: max(*n, 1), Concurrency: sizes, Size: bytes,
-		IdleBoxes: max(*idle, 1), DensityMax: max(*densityMax, 20), Cycles: max(*cycles, 1), Scenarios: scenarios,
-		Dir: scratch, Progress: stdio.Stderr})
+	cfg.Targets, cfg.Dir = targets, scratch
+	return writeSuite(ctx, stdio, cfg, *jsonOut)
+}
+
+// writeSuite runs the suite and prints its table (also after a failure,
+// with what was measured), then writes its JSON when jsonOut is set.
+func writeSuite(ctx context.Context, stdio IO, cfg bench.SuiteConfig, jsonOut string) error {
+	rep, err := bench.RunSuite(ctx, cfg)
 	if len(rep.Results) > 0 {
 		rep.WriteTable(stdio.Stdout)
 	}
 	if err != nil {
 		return err
 	}
-	if *jsonOut != "" {
-		return rep.WriteJSON(*jsonOut)
+	if jsonOut != "" {
+		return rep.WriteJSON(jsonOut)
 	}
 	return nil
 }

@@ -7,13 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
-	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
-	"github.com/astrabox/astrabox/store"
 )
 
 // hostCounts is what the host holds that a sandbox could leave behind.
@@ -62,25 +61,30 @@ func connect(p sandbox.Provider, info sandbox.Info, opts ...execdclient.Option) 
 // warmPoolSize is the pool the create scenario claims from.
 const warmPoolSize = 4
 
-// waitPoolFull polls the store until size pooled boxes are Running.
-func waitPoolFull(ctx context.Context, svc *lifecycle.Service, size int) error {
+// waitPoolFull polls the server's metrics until pool (a profile name)
+// holds size ready boxes.
+func (s *suite) waitPoolFull(ctx context.Context, pool string, size int) error {
 	deadline := time.Now().Add(2 * time.Minute)
+	prefix := `astrabox_pool_ready{pool="` + pool + `/`
 	for {
-		recs, _, err := svc.Store().ListSandboxes(ctx, store.ListFilter{AllPools: true, States: []sandbox.State{sandbox.StateRunning}})
+		text, err := s.c.Metrics(ctx)
 		if err != nil {
 			return err
 		}
 		ready := 0
-		for _, r := range recs {
-			if r.Pool != "" {
-				ready++
+		for _, line := range strings.Split(text, "\n") {
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+					n, _ := strconv.Atoi(rest[i+1:])
+					ready += n
+				}
 			}
 		}
 		if ready >= size {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("warm pool holds %d of %d boxes after 2 minutes", ready, size)
+			return fmt.Errorf("warm pool %s holds %d of %d boxes after 2 minutes", pool, ready, size)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/astrabox/astrabox/client"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
-	"github.com/astrabox/astrabox/lifecycle"
 )
 
 var scenarios = []scenario{
@@ -38,7 +37,14 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // create makes a sandbox of target t through the API.
 func (s *suite) create(ctx context.Context, t Target) (*wire.Sandbox, error) {
-	sb, err := s.c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": profileOf(t)}}, client.CreateOptions{})
+	return s.createWith(ctx, profileOf(t))
+}
+
+// createWith makes a sandbox of profile through the API, tagged as the
+// suite's.
+func (s *suite) createWith(ctx context.Context, profile string) (*wire.Sandbox, error) {
+	sb, err := s.c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": profile},
+		Metadata: map[string]string{tagKey: s.tag}}, client.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create: %w", err)
 	}
@@ -118,30 +124,33 @@ func unshareTrue(ctx context.Context, n int) ([]time.Duration, error) {
 	return out, nil
 }
 
-// pooledCreates gives t's profile a warm pool, runs the reconciler that
-// fills it, and times N creates (and their first exec), each once the
-// pool is full again. The pool is retired afterwards.
+// pooledCreates gives t a stored profile with a warm pool, lets the
+// server's reconciler fill it (the in-process server's is started here),
+// and times N creates (and their first exec), each once the pool is full
+// again. The pool is retired afterwards.
 func (s *suite) pooledCreates(ctx context.Context, t Target) (running, firstExec []time.Duration, err error) {
-	pool := lifecycle.Profile{Name: "pool-" + t.Name, Backend: t.Name, Image: t.Image, Resources: t.Resources, PoolSize: warmPoolSize}
-	if err := s.svc.PutProfile(ctx, pool); err != nil {
+	name := "pool-" + t.Name
+	if err := s.c.PutProfile(ctx, name, profileBody(t, warmPoolSize)); err != nil {
 		return nil, nil, err
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); s.svc.Reconcile(rctx, time.Hour) }()
 	defer func() {
-		stop()
-		<-done
-		pool.PoolSize = 0
-		_ = s.svc.PutProfile(context.WithoutCancel(ctx), pool)
-		s.svc.ReconcileBackend(context.WithoutCancel(ctx), t.Name, t.Provider) // retires the pool
+		_ = s.c.PutProfile(context.WithoutCancel(ctx), name, profileBody(t, 0))
+		if s.svc != nil {
+			s.svc.ReconcileBackend(context.WithoutCancel(ctx), t.Name, t.Provider) // retires the pool
+		}
 	}()
+	if s.svc != nil {
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.svc.Reconcile(rctx, time.Hour) }()
+		defer func() { stop(); <-done }()
+	}
 	for range s.cfg.N {
-		if err := waitPoolFull(ctx, s.svc, warmPoolSize); err != nil {
+		if err := s.waitPoolFull(ctx, name, warmPoolSize); err != nil {
 			return nil, nil, err
 		}
 		start := time.Now()
-		sb, err := s.c.Create(ctx, wire.CreateSandboxRequest{Extensions: map[string]string{"profile": pool.Name}}, client.CreateOptions{})
+		sb, err := s.createWith(ctx, name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("create from the pool: %w", err)
 		}
@@ -170,11 +179,14 @@ func benchExecTrue(ctx context.Context, s *suite, t Target) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, err := t.Provider.Inspect(ctx, sb.ID)
-	if err != nil {
-		return nil, err
+	var direct *execdclient.Client // the backend's own connection, in-process only
+	if t.Provider != nil {
+		info, err := t.Provider.Inspect(ctx, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		direct = connect(t.Provider, info)
 	}
-	direct := connect(t.Provider, info)
 	var proxied, straight []time.Duration
 	for i := range s.cfg.N + 1 {
 		start := time.Now()
@@ -184,6 +196,9 @@ func benchExecTrue(ctx context.Context, s *suite, t Target) ([]Result, error) {
 		if i > 0 { // the first warms connections up
 			proxied = append(proxied, time.Since(start))
 		}
+		if direct == nil {
+			continue
+		}
 		start = time.Now()
 		if err := runTrueIn(ctx, direct); err != nil {
 			return nil, err
@@ -192,10 +207,11 @@ func benchExecTrue(ctx context.Context, s *suite, t Target) ([]Result, error) {
 			straight = append(straight, time.Since(start))
 		}
 	}
-	return []Result{
-		latencyResult(" via the server proxy (Go SDK)", "", proxied),
-		latencyResult(" to execd directly", "the backend's own connection", straight),
-	}, nil
+	out := []Result{latencyResult(" via the server proxy (Go SDK)", "", proxied)}
+	if direct != nil {
+		out = append(out, latencyResult(" to execd directly", "the backend's own connection", straight))
+	}
+	return out, nil
 }
 
 func benchThroughput(ctx context.Context, s *suite, t Target) ([]Result, error) {
@@ -455,10 +471,19 @@ func benchCycles(ctx context.Context, s *suite, t Target) ([]Result, error) {
 		}
 		del = append(del, time.Since(start))
 	}
-	left, err := t.Provider.List(ctx)
-	if err != nil {
-		return nil, err
+	var note string
+	if t.Provider != nil {
+		left, err := t.Provider.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		note = fmt.Sprintf("%d cycles; left: %d boxes, %s", s.cfg.Cycles, len(left), snapshot().diff(before))
+	} else {
+		list, err := s.c.List(ctx, client.ListOptions{Metadata: map[string]string{tagKey: s.tag}})
+		if err != nil {
+			return nil, err
+		}
+		note = fmt.Sprintf("%d cycles; left: %d sandboxes listed by the server", s.cfg.Cycles, list.Pagination.TotalItems)
 	}
-	note := fmt.Sprintf("%d cycles; left: %d boxes, %s", s.cfg.Cycles, len(left), snapshot().diff(before))
 	return []Result{latencyResult(" delete latency", note, del)}, nil
 }

@@ -26,7 +26,9 @@ import (
 type Target struct {
 	// Name is the backend's name in the server ("process", "native", ...).
 	Name string
-	// Provider is the backend; the suite serves it in-process.
+	// Provider is the backend, served in-process; nil when the suite
+	// measures a running server (scenarios that need the backend itself,
+	// such as exec straight to execd, are then left out).
 	Provider sandbox.Provider
 	// Image is the image its boxes run.
 	Image string
@@ -57,6 +59,10 @@ type SuiteConfig struct {
 	Dir string
 	// Progress receives one line per scenario and backend.
 	Progress io.Writer
+	// Server, when set, is the URL of a running AstraBox server to measure
+	// (with APIKey) instead of serving Targets in-process. Its sandboxes
+	// other than the suite's own are never touched.
+	Server, APIKey string
 }
 
 // Result is one measured figure of one backend.
@@ -93,12 +99,17 @@ func Scenarios() []string {
 	return out
 }
 
-// suite is a running benchmark: the in-process server and its client.
+// suite is a running benchmark: the server (in-process, or a running
+// one) and its client.
 type suite struct {
 	cfg SuiteConfig
-	svc *lifecycle.Service
+	svc *lifecycle.Service // nil for a running server
 	c   *client.Client
+	tag string // metadata value marking the suite's sandboxes
 }
+
+// tagKey is the metadata key of the suite's sandboxes.
+const tagKey = "astrabox-bench"
 
 // RunSuite serves cfg.Targets from an in-process `astrabox serve` (SQLite
 // store, loopback HTTP) and measures every selected scenario on each
@@ -115,31 +126,21 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 			return rep, fmt.Errorf("bench: unknown scenario %q (known: %s)", name, strings.Join(Scenarios(), ", "))
 		}
 	}
-	st, err := sqlite.Open(ctx, cfg.Dir+"/bench.db")
-	if err != nil {
-		return rep, err
+	s := &suite{cfg: cfg, tag: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
+	if cfg.Server != "" {
+		s.c = client.New(strings.TrimSuffix(cfg.Server, "/"), cfg.APIKey)
+		for _, t := range cfg.Targets {
+			if err := s.c.PutProfile(ctx, profileOf(t), profileBody(t, 0)); err != nil {
+				return rep, fmt.Errorf("bench: profile for %s: %w", t.Name, err)
+			}
+		}
+	} else {
+		stop, err := s.serve(ctx)
+		if err != nil {
+			return rep, err
+		}
+		defer stop()
 	}
-	defer st.Close()
-	backends := map[string]sandbox.Provider{}
-	profiles := map[string]lifecycle.Profile{}
-	for _, t := range cfg.Targets {
-		backends[t.Name] = t.Provider
-		profiles[profileOf(t)] = lifecycle.Profile{Backend: t.Name, Image: t.Image, Resources: t.Resources}
-	}
-	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: backends, DefaultBackend: cfg.Targets[0].Name, Profiles: profiles,
-		Logger: discardLogger()})
-	if err != nil {
-		return rep, err
-	}
-	const key = "bench-key"
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return rep, err
-	}
-	hs := &http.Server{Handler: api.New(api.Config{Service: svc, Store: st, APIKeyHash: api.HashKey(key), Logger: discardLogger()}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(l) }()
-	defer hs.Close()
-	s := &suite{cfg: cfg, svc: svc, c: client.New("http://"+l.Addr().String(), key)}
 	defer s.removeAll(context.WithoutCancel(ctx))
 
 	for _, sc := range scenarios {
@@ -167,13 +168,55 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	return rep, nil
 }
 
+// serve starts the in-process server of the targets (SQLite store,
+// loopback HTTP) and points the suite's client at it; stop ends it.
+func (s *suite) serve(ctx context.Context) (stop func(), err error) {
+	st, err := sqlite.Open(ctx, s.cfg.Dir+"/bench.db")
+	if err != nil {
+		return nil, err
+	}
+	backends := map[string]sandbox.Provider{}
+	profiles := map[string]lifecycle.Profile{}
+	for _, t := range s.cfg.Targets {
+		backends[t.Name] = t.Provider
+		profiles[profileOf(t)] = lifecycle.Profile{Backend: t.Name, Image: t.Image, Resources: t.Resources}
+	}
+	s.svc, err = lifecycle.New(lifecycle.Config{Store: st, Backends: backends, DefaultBackend: s.cfg.Targets[0].Name,
+		Profiles: profiles, Logger: discardLogger()})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	const key = "bench-key"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	hs := &http.Server{Handler: api.New(api.Config{Service: s.svc, Store: st, APIKeyHash: api.HashKey(key), Logger: discardLogger()}),
+		ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(l) }()
+	s.c = client.New("http://"+l.Addr().String(), key)
+	return func() {
+		s.removeAll(context.WithoutCancel(ctx))
+		hs.Close()
+		st.Close()
+	}, nil
+}
+
+// profileBody is the stored profile of target t's boxes, with a warm pool
+// of poolSize.
+func profileBody(t Target, poolSize int) map[string]any {
+	return map[string]any{"backend": t.Name, "image": t.Image, "resources": t.Resources, "poolSize": poolSize}
+}
+
 // profileOf names the profile the suite creates target's boxes with.
 func profileOf(t Target) string { return "bench-" + t.Name }
 
-// removeAll deletes every sandbox the server holds.
+// removeAll deletes the suite's sandboxes (and no other).
 func (s *suite) removeAll(ctx context.Context) {
 	for range 1000 {
-		list, err := s.c.List(ctx, client.ListOptions{PageSize: 100})
+		list, err := s.c.List(ctx, client.ListOptions{PageSize: 100, Metadata: map[string]string{tagKey: s.tag}})
 		if err != nil || len(list.Items) == 0 {
 			return
 		}
