@@ -112,9 +112,10 @@ type suite struct {
 const tagKey = "astrabox-bench"
 
 // RunSuite serves cfg.Targets from an in-process `astrabox serve` (SQLite
-// store, loopback HTTP) and measures every selected scenario on each
-// target through the Go SDK, one target after another, so that all
-// figures come from one run on one machine.
+// store, loopback HTTP), or reaches the running server cfg.Server, and
+// measures every selected scenario on each target through the Go SDK, one
+// target after another, so that all figures come from one run on one
+// machine. On return, every sandbox the suite created is deleted.
 func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	rep := SuiteReport{Date: time.Now(), Machine: machine()}
 	if len(cfg.Targets) == 0 {
