@@ -50,7 +50,7 @@ func TestOpenSandboxJSSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
 	defer cancel()
 	installSDK(ctx, t, pkgDir)
-	binary := buildAstrabox(ctx, t)
+	binary := testenv.AstraboxBinary(t)
 
 	t.Run("native", func(t *testing.T) {
 		// The sandbox (image "host") sees the host's /usr; the test serves
@@ -129,17 +129,7 @@ func installSDK(ctx context.Context, t *testing.T, pkgDir string) {
 	}
 }
 
-// buildAstrabox builds the static astrabox binary, as users run it.
-func buildAstrabox(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	binary := filepath.Join(t.TempDir(), "astrabox")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/astrabox/astrabox/cmd/astrabox")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return binary
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 type server struct {
 	addr string // host:port

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -82,18 +81,7 @@ func (p *engineProxy) stop() {
 	os.Remove(p.path)
 }
 
-// staticBinary builds the astrabox binary boxes run (static, no race
-// detector).
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "astrabox")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/astrabox/astrabox/cmd/astrabox")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, b)
-	}
-	return out
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // readiness returns /readyz's status and its backends' statuses.
 func readiness(t *testing.T, base string) (int, map[string]sandbox.Health) {
@@ -142,7 +130,7 @@ func TestNativeAndDockerTogether(t *testing.T) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	bin := staticBinary(t)
+	bin := testenv.AstraboxBinary(t)
 	log := slog.New(slog.DiscardHandler)
 	nat, err := native.New(native.Config{DataDir: filepath.Join(dir, "native"), Binary: bin, CgroupParent: fmt.Sprintf("astrabox-apptest-%d", os.Getpid()), Logger: log})
 	if err != nil {

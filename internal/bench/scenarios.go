@@ -68,26 +68,48 @@ func latencyResult(name, note string, ds []time.Duration) Result {
 	return Result{Scenario: name, Unit: "ms", Value: l.P50, Latency: &l, Note: note}
 }
 
+// timeCreate creates a sandbox of profile, runs `true` in it and deletes
+// it, returning the time to Running and to the end of the first exec.
+func (s *suite) timeCreate(ctx context.Context, profile string) (running, firstExec time.Duration, err error) {
+	start := time.Now()
+	sb, err := s.createWith(ctx, profile)
+	if err != nil {
+		return 0, 0, err
+	}
+	running = time.Since(start)
+	x, err := s.c.Execd(ctx, sb.ID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := runTrueIn(ctx, x); err != nil {
+		return 0, 0, err
+	}
+	firstExec = time.Since(start)
+	return running, firstExec, s.c.Delete(ctx, sb.ID)
+}
+
+// openBox creates a sandbox of t and connects to its execd through the
+// server's proxy.
+func (s *suite) openBox(ctx context.Context, t Target) (*wire.Sandbox, *execdclient.Client, error) {
+	sb, err := s.create(ctx, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := s.c.Execd(ctx, sb.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sb, x, nil
+}
+
 func benchCreate(ctx context.Context, s *suite, t Target) ([]Result, error) {
 	var running, firstExec []time.Duration
 	for range s.cfg.N {
-		start := time.Now()
-		sb, err := s.create(ctx, t)
+		r, f, err := s.timeCreate(ctx, profileOf(t))
 		if err != nil {
 			return nil, err
 		}
-		running = append(running, time.Since(start))
-		x, err := s.c.Execd(ctx, sb.ID)
-		if err != nil {
-			return nil, err
-		}
-		if err := runTrueIn(ctx, x); err != nil {
-			return nil, err
-		}
-		firstExec = append(firstExec, time.Since(start))
-		if err := s.c.Delete(ctx, sb.ID); err != nil {
-			return nil, err
-		}
+		running, firstExec = append(running, r), append(firstExec, f)
 	}
 	pooled, pooledExec, err := s.pooledCreates(ctx, t)
 	if err != nil {
@@ -149,33 +171,17 @@ func (s *suite) pooledCreates(ctx context.Context, t Target) (running, firstExec
 		if err := s.waitPoolFull(ctx, name, warmPoolSize); err != nil {
 			return nil, nil, err
 		}
-		start := time.Now()
-		sb, err := s.createWith(ctx, name)
+		r, f, err := s.timeCreate(ctx, name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("create from the pool: %w", err)
 		}
-		running = append(running, time.Since(start))
-		x, err := s.c.Execd(ctx, sb.ID)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := runTrueIn(ctx, x); err != nil {
-			return nil, nil, err
-		}
-		firstExec = append(firstExec, time.Since(start))
-		if err := s.c.Delete(ctx, sb.ID); err != nil {
-			return nil, nil, err
-		}
+		running, firstExec = append(running, r), append(firstExec, f)
 	}
 	return running, firstExec, nil
 }
 
 func benchExecTrue(ctx context.Context, s *suite, t Target) ([]Result, error) {
-	sb, err := s.create(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	viaProxy, err := s.c.Execd(ctx, sb.ID)
+	sb, viaProxy, err := s.openBox(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +221,7 @@ func benchExecTrue(ctx context.Context, s *suite, t Target) ([]Result, error) {
 }
 
 func benchThroughput(ctx context.Context, s *suite, t Target) ([]Result, error) {
-	sb, err := s.create(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	x, err := s.c.Execd(ctx, sb.ID)
+	_, x, err := s.openBox(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -277,11 +279,7 @@ func benchThroughput(ctx context.Context, s *suite, t Target) ([]Result, error) 
 const reattachLines = 500000
 
 func benchReattach(ctx context.Context, s *suite, t Target) ([]Result, error) {
-	sb, err := s.create(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	x, err := s.c.Execd(ctx, sb.ID)
+	_, x, err := s.openBox(ctx, t)
 	if err != nil {
 		return nil, err
 	}

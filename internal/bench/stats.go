@@ -83,7 +83,12 @@ func (r Report) WriteTable(w io.Writer) {
 
 // WriteJSON writes r to path as indented JSON.
 func (r Report) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+	return writeJSON(path, r)
+}
+
+// writeJSON writes v to path as indented JSON.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
 	}

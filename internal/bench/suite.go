@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -278,14 +277,7 @@ func (r SuiteReport) WriteTable(w io.Writer) {
 
 // WriteJSON writes the report to path as indented JSON.
 func (r SuiteReport) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
+	return writeJSON(path, r)
 }
 
 // writeMarkdown prints rows (the first is the header) as an aligned

@@ -46,6 +46,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/moby/profiles/seccomp"
 
+	"github.com/astrabox/astrabox/internal/boxbin"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -255,7 +256,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if p.local && !p.copyIn {
-		bin, err := installBinary(cfg.Binary, filepath.Join(abs, dirBin))
+		bin, err := boxbin.Install(cfg.Binary, filepath.Join(abs, dirBin))
 		if err != nil {
 			cli.Close()
 			return nil, fmt.Errorf("docker: %w", err)
@@ -375,7 +376,7 @@ func (p *Provider) Close() error {
 		errs = append(errs, err)
 	}
 	if p.binary != "" {
-		if err := unmountDir(filepath.Dir(p.binary)); err != nil {
+		if err := boxbin.Release(filepath.Dir(p.binary)); err != nil {
 			errs = append(errs, err)
 		}
 	}

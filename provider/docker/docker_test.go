@@ -29,18 +29,9 @@ const (
 	envRootfs = "ASTRABOX_TEST_ROOTFS"
 	// envImage names an image the engine already holds to use instead.
 	envImage = "ASTRABOX_TEST_DOCKER_IMAGE"
-	// envBinary names a static astrabox binary to inject instead of one
-	// the tests build.
-	envBinary = "ASTRABOX_TEST_BINARY"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if builtPath != "" {
-		os.RemoveAll(filepath.Dir(builtPath))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 type harness struct {
 	p       *docker.Provider
@@ -114,38 +105,6 @@ func (h *harness) checkOwnerGone(t *testing.T) {
 }
 
 var (
-	buildOnce sync.Once
-	builtPath string
-	buildErr  error
-)
-
-// astraboxBinary builds the static astrabox binary (without the race
-// detector) once per test run: it runs in the test image, and what boxes
-// run should be what users run.
-func astraboxBinary(t *testing.T) string {
-	if path := os.Getenv(envBinary); path != "" {
-		return path
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "astrabox-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtPath = filepath.Join(dir, "astrabox")
-		cmd := exec.Command("go", "build", "-o", builtPath, "github.com/astrabox/astrabox/cmd/astrabox")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		testenv.Need(t, false, "building the astrabox binary ("+buildErr.Error()+")")
-	}
-	return builtPath
-}
-
-var (
 	imageMu sync.Mutex
 	image   string
 )
@@ -192,7 +151,7 @@ func testImage(t *testing.T, p *docker.Provider, engine *client.Client) string {
 func newHarness(t *testing.T, adjust func(*docker.Config)) *harness {
 	testenv.NeedRoot(t)
 	testenv.NeedDocker(t)
-	binary := astraboxBinary(t)
+	binary := testenv.AstraboxBinary(t)
 	dir, err := os.MkdirTemp("", "astrabox-docker-")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,52 +37,6 @@ const runDirBytes = 64 << 10
 
 func (p *Provider) boxDir(id string) string { return filepath.Join(p.cfg.DataDir, dirBoxes, id) }
 func (p *Provider) runDir(id string) string { return filepath.Join(p.boxDir(id), dirRun) }
-
-// installBinary mounts a small tmpfs on dir (once) and copies src into it
-// as dir/astrabox (mode 0755, root's) when the copy differs. Boxes bind the
-// copy: from a file system of its own its path in the box's mountinfo is
-// just "/astrabox", so no host path leaks into boxes, and rebuilding the
-// binary on the host never changes what running boxes execute.
-func installBinary(src, dir string) (string, error) {
-	si, err := os.Stat(src)
-	if err != nil {
-		return "", fmt.Errorf("stat %s: %w", src, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	if err := mountTmpfs(dir, 0, fmt.Sprintf("mode=0755,size=%d", 3*si.Size()+(1<<20))); err != nil {
-		return "", err
-	}
-	dst := filepath.Join(dir, "astrabox")
-	if di, err := os.Stat(dst); err == nil && di.Size() == si.Size() && !di.ModTime().Before(si.ModTime()) {
-		return dst, nil
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(dir, ".astrabox-*")
-	if err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, in)
-	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	return dst, nil
-}
 
 // mountTmpfs mounts a tmpfs (nosuid, nodev and flags) with opts on dir
 // unless dir is a mount point already. Binds of it into boxes inherit its

@@ -1,18 +1,16 @@
 package docker
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/astrabox/astrabox/internal/hostnet"
 )
 
 // The unrestricted network is one engine bridge network per owner, made on
@@ -32,16 +30,6 @@ func (p *Provider) NetworkBridge() string { return "sbxd" + p.hash }
 // Chains of the host rules, one pair per owner.
 func (p *Provider) chainOut() string { return "ASTRABOX-DKR-" + strings.ToUpper(p.hash) }
 func (p *Provider) chainIn() string  { return "ASTRABOX-DKRIN-" + strings.ToUpper(p.hash) }
-
-// blockedRanges are destinations unrestricted boxes never reach:
-// link-local (cloud metadata at 169.254.169.254 among them), private
-// ranges (other boxes and engine networks among them), shared address
-// space (some clouds' metadata), and the special-purpose, benchmarking,
-// multicast and reserved ranges.
-var blockedRanges = []string{
-	"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
-	"0.0.0.0/8", "127.0.0.0/8", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-}
 
 // reject refuses a packet at once (the box sees "no route to host")
 // rather than letting its connection time out.
@@ -92,20 +80,25 @@ func (p *Provider) ensureNetwork(ctx context.Context) (string, error) {
 func (p *Provider) installRules(ctx context.Context) error {
 	bridge, out, in := p.NetworkBridge(), p.chainOut(), p.chainIn()
 	rules := [][]string{{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"}}
-	for _, ns := range hostNameServers() {
+	// The engine forwards boxes' DNS queries to the host's name servers
+	// from the box network: those in a blocked range stay reachable on 53.
+	for _, ns := range hostnet.Nameservers() {
+		if !hostnet.Blocked(ns) {
+			continue
+		}
 		for _, proto := range []string{"udp", "tcp"} {
-			rules = append(rules, []string{"-d", ns, "-p", proto, "--dport", "53", "-j", "RETURN"})
+			rules = append(rules, []string{"-d", ns.String(), "-p", proto, "--dport", "53", "-j", "RETURN"})
 		}
 	}
-	for _, r := range blockedRanges {
-		rules = append(rules, append([]string{"-d", r}, reject...))
+	for _, r := range hostnet.BlockedRanges {
+		rules = append(rules, append([]string{"-d", r.String()}, reject...))
 	}
 	inRules := [][]string{
 		{"-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"},
 		reject,
 	}
 	// One atomic commit: running boxes never meet an empty chain.
-	if err := p.iptablesRestore(ctx, map[string][][]string{out: rules, in: inRules}); err != nil {
+	if err := hostnet.Restore(ctx, p.iptab, "filter", map[string][][]string{out: rules, in: inRules}); err != nil {
 		return err
 	}
 	for _, jump := range [][]string{{"DOCKER-USER", "-i", bridge, "-j", out}, {"INPUT", "-i", bridge, "-j", in}} {
@@ -173,33 +166,6 @@ func (p *Provider) iptables(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// iptablesRestore creates (or empties) the filter chains and fills them
-// in one commit of iptables-restore --noflush; other chains are untouched.
-func (p *Provider) iptablesRestore(ctx context.Context, chains map[string][][]string) error {
-	var b strings.Builder
-	b.WriteString("*filter\n")
-	names := make([]string, 0, len(chains))
-	for name := range chains {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(&b, ":%s - [0:0]\n", name)
-	}
-	for _, name := range names {
-		for _, rule := range chains[name] {
-			fmt.Fprintf(&b, "-A %s %s\n", name, strings.Join(rule, " "))
-		}
-	}
-	b.WriteString("COMMIT\n")
-	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(p.iptab), "iptables-restore"), "-w", "5", "--noflush")
-	cmd.Stdin = strings.NewReader(b.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore of %s: %w: %s", strings.Join(names, ", "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
 // findIptables returns the iptables command to use, or "" when the
 // unrestricted network cannot be guarded (none found, turned off, or this
 // process is not root).
@@ -217,37 +183,4 @@ func findIptables(configured string) string {
 		}
 	}
 	return ""
-}
-
-// hostNameServers lists the IPv4 name servers in the host's resolver
-// configuration that lie in a blocked range: the engine forwards boxes'
-// DNS queries to them from the box's network, so they stay reachable on
-// port 53.
-func hostNameServers() []string {
-	var out []string
-	for _, path := range []string{"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"} {
-		f, err := os.Open(path)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 2 || fields[0] != "nameserver" {
-				continue
-			}
-			a, err := netip.ParseAddr(fields[1])
-			if err != nil || !a.Is4() || a.IsLoopback() {
-				continue
-			}
-			for _, r := range blockedRanges {
-				if netip.MustParsePrefix(r).Contains(a) {
-					out = append(out, a.String())
-					break
-				}
-			}
-		}
-		f.Close()
-	}
-	return out
 }

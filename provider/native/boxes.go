@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/internal/hostnet"
 	"github.com/astrabox/astrabox/internal/procfs"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -76,7 +77,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	unrestricted := spec.Network.Mode == sandbox.NetworkUnrestricted
 	var servers []netip.Addr
 	if unrestricted {
-		servers = hostNameservers()
+		servers = hostnet.Nameservers()
 		if err := hostFirewall.ensure(p.network, servers); err != nil {
 			return sandbox.Info{}, fmt.Errorf("network unrestricted: %w", err)
 		}

@@ -2,14 +2,15 @@ package native
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
+
+	"github.com/astrabox/astrabox/internal/hostnet"
 )
 
 // The firewall of network mode unrestricted: a few iptables rules that
@@ -24,20 +25,13 @@ import (
 //
 // ASTRABOX-FORWARD lets replies into boxes and rejects all else sent to
 // them (from the outside or another box), lets boxes
-// reach the host's name servers on port 53, rejects blockedRanges, and
+// reach the host's name servers on port 53, rejects hostnet.BlockedRanges, and
 // accepts the rest. ASTRABOX-INPUT lets replies reach the host and
 // rejects everything a box sends to the host itself.
 const (
 	chainForward = "ASTRABOX-FORWARD"
 	chainInput   = "ASTRABOX-INPUT"
 )
-
-// blockedRanges are never reachable from a box: "this network", private
-// ranges (other boxes are in one), carrier-grade NAT, loopback,
-// link-local (cloud metadata at 169.254.169.254), the IETF protocol
-// range, benchmarking, multicast and reserved space.
-var blockedRanges = []string{"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-	"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4"}
 
 // firewall installs the rules; one per process, shared by providers. It
 // needs iptables-restore beside iptables (both come in one package).
@@ -85,8 +79,8 @@ func (f *firewall) ensure(network netip.Prefix, servers []netip.Addr) error {
 			fwd = append(fwd, []string{"-d", s.String(), "-p", proto, "--dport", "53", "-j", "ACCEPT"})
 		}
 	}
-	for _, r := range blockedRanges {
-		fwd = append(fwd, []string{"-d", r, "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"})
+	for _, r := range hostnet.BlockedRanges {
+		fwd = append(fwd, []string{"-d", r.String(), "-j", "REJECT", "--reject-with", "icmp-admin-prohibited"})
 	}
 	fwd = append(fwd, []string{"-j", "ACCEPT"})
 	in := [][]string{
@@ -95,7 +89,7 @@ func (f *firewall) ensure(network netip.Prefix, servers []netip.Addr) error {
 	}
 	// Both chains are refilled in one iptables-restore commit: a box that
 	// is running meanwhile never meets an empty chain.
-	if err := f.restore("filter", map[string][][]string{chainForward: fwd, chainInput: in}); err != nil {
+	if err := hostnet.Restore(context.Background(), f.iptables, "filter", map[string][][]string{chainForward: fwd, chainInput: in}); err != nil {
 		return err
 	}
 	jumps := [][]string{
@@ -120,33 +114,6 @@ func (f *firewall) inPlace() bool {
 	_, errF := f.run("-t", "filter", "-C", "FORWARD", "-i", hostIfPrefix+"+", "-j", chainForward)
 	_, errI := f.run("-t", "filter", "-C", "INPUT", "-i", hostIfPrefix+"+", "-j", chainInput)
 	return errF == nil && errI == nil
-}
-
-// restore creates (or empties) the chains of table and fills them, in one
-// atomic commit of iptables-restore --noflush; other chains are untouched.
-func (f *firewall) restore(table string, chains map[string][][]string) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%s\n", table)
-	names := make([]string, 0, len(chains))
-	for name := range chains {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(&b, ":%s - [0:0]\n", name)
-	}
-	for _, name := range names {
-		for _, rule := range chains[name] {
-			fmt.Fprintf(&b, "-A %s %s\n", name, strings.Join(rule, " "))
-		}
-	}
-	b.WriteString("COMMIT\n")
-	cmd := exec.Command(filepath.Join(filepath.Dir(f.iptables), "iptables-restore"), "-w", "5", "--noflush")
-	cmd.Stdin = strings.NewReader(b.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables-restore of %s: %w: %s", strings.Join(names, ", "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // jumpFirst puts rule first in chain unless it is there already.

@@ -8,6 +8,7 @@ import (
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
@@ -80,7 +81,7 @@ func TestExpiryMidWriteAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(short) // the first box's TTL passes while no server runs
-	p2, err := native.New(native.Config{DataDir: h.dataDir, Binary: astraboxBinary(t), CgroupParent: h.cgroup})
+	p2, err := native.New(native.Config{DataDir: h.dataDir, Binary: testenv.AstraboxBinary(t), CgroupParent: h.cgroup})
 	if err != nil {
 		t.Fatal(err)
 	}

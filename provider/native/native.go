@@ -15,15 +15,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/astrabox/astrabox/internal/boxbin"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -125,14 +123,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := checkTraversable(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
-	binDir := filepath.Join(cfg.DataDir, dirBin)
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return nil, fmt.Errorf("native: %w", err)
-	}
-	if err := mountBinDir(binDir, cfg.Binary); err != nil {
-		return nil, fmt.Errorf("native: %w", err)
-	}
-	binary, err := installBinary(cfg.Binary, binDir)
+	binary, err := boxbin.Install(cfg.Binary, filepath.Join(cfg.DataDir, dirBin))
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
@@ -171,71 +162,6 @@ func checkTraversable(dir string) error {
 			return nil
 		}
 	}
-}
-
-// mountBinDir puts a small tmpfs on dir (once) for the copy of the binary
-// boxes run. A bind mount shows its source path in the box's
-// /proc/self/mountinfo; from a file system of its own that path is just
-// "/astrabox", so no host path leaks into boxes.
-func mountBinDir(dir, binary string) error {
-	var st, parent unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", dir, err)
-	}
-	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
-		return fmt.Errorf("stat %s: %w", filepath.Dir(dir), err)
-	}
-	if st.Dev != parent.Dev {
-		return nil // already a mount point
-	}
-	fi, err := os.Stat(binary)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", binary, err)
-	}
-	opts := fmt.Sprintf("mode=0755,size=%d", 3*fi.Size()+(1<<20))
-	if err := unix.Mount("astrabox-bin", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount %s: %w", dir, err)
-	}
-	return nil
-}
-
-// installBinary copies src to dir/astrabox (mode 0755, owned by root) when
-// it differs, so that boxes run a binary they can neither write nor
-// replace.
-func installBinary(src, dir string) (string, error) {
-	dst := filepath.Join(dir, "astrabox")
-	si, err := os.Stat(src)
-	if err != nil {
-		return "", fmt.Errorf("stat %s: %w", src, err)
-	}
-	if di, err := os.Stat(dst); err == nil && di.Size() == si.Size() && !di.ModTime().Before(si.ModTime()) {
-		return dst, nil
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return "", fmt.Errorf("open %s: %w", src, err)
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(dir, ".astrabox-*")
-	if err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return "", fmt.Errorf("install binary: %w", err)
-	}
-	return dst, nil
 }
 
 // Name implements sandbox.Provider.
@@ -309,8 +235,8 @@ func validID(id string) error {
 // boxes keep running across restarts.
 func (p *Provider) Close() error {
 	var errs []error
-	if err := unix.Unmount(filepath.Join(p.cfg.DataDir, dirBin), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		errs = append(errs, fmt.Errorf("unmount binary dir: %w", err))
+	if err := boxbin.Release(filepath.Join(p.cfg.DataDir, dirBin)); err != nil {
+		errs = append(errs, err)
 	}
 	if err := p.cg.removeParent(); err != nil {
 		errs = append(errs, err)

@@ -1,13 +1,11 @@
 package native
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -140,42 +138,6 @@ func uplinkMTU() int {
 		}
 	}
 	return 1500
-}
-
-// hostNameservers returns the IPv4 name servers the host uses that a box
-// can reach through the host: from /etc/resolv.conf, or, when that names
-// only a local stub (systemd-resolved), from the stub's upstream list.
-func hostNameservers() []netip.Addr {
-	for _, f := range []string{"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"} {
-		if ns := readNameservers(f); len(ns) > 0 {
-			return ns
-		}
-	}
-	return nil
-}
-
-// readNameservers parses the IPv4, non-loopback nameserver lines of a
-// resolv.conf file.
-func readNameservers(path string) []netip.Addr {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []netip.Addr
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != "nameserver" {
-			continue
-		}
-		a, err := netip.ParseAddr(fields[1])
-		if err != nil || !a.Is4() || a.IsLoopback() || a.IsUnspecified() || slices.Contains(out, a) {
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 // resolvConf is a box's /etc/resolv.conf for its network mode.
