@@ -45,6 +45,12 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // 422. Without the header, do simply runs. Errors are not remembered, so a
 // failed request can be retried with the same key.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope string, body []byte, do func() (int, any, error)) {
+	s.idempotentReplay(w, r, scope, body, 0, do)
+}
+
+// idempotentReplay is idempotent with the status of a replayed answer
+// set to replayStatus (0: the first answer's status).
+func (s *Server) idempotentReplay(w http.ResponseWriter, r *http.Request, scope string, body []byte, replayStatus int, do func() (int, any, error)) {
 	key := r.Header.Get(HeaderIdempotencyKey)
 	if key == "" {
 		status, v, err := do()
@@ -88,6 +94,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope string
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Idempotent-Replayed", "true")
+			if replayStatus != 0 {
+				got.Status = replayStatus
+			}
 			w.WriteHeader(got.Status)
 			_, _ = w.Write(got.Body)
 		}

@@ -139,14 +139,14 @@ func TestWarmPool(t *testing.T) {
 	if got := len(backendBoxes(t, e)); got != 2 {
 		t.Fatalf("backend holds %d boxes, want the 2 pooled", got)
 	}
-	if err := e.svc.PutProfile(ctx, lifecycle.Profile{Name: "stored", Backend: "process", PoolSize: 1}); err != nil {
+	if _, err := e.svc.PutProfile(ctx, lifecycle.Profile{Name: "stored", Backend: "process", PoolSize: 1}); err != nil {
 		t.Fatal(err)
 	}
 	e.svc.ReconcileBackend(ctx, "process", e.p)
 	if got := len(poolMembers(t, e)); got != 3 {
 		t.Fatalf("with a stored pooled profile: %d ready boxes, want 3", got)
 	}
-	if err := e.svc.PutProfile(ctx, lifecycle.Profile{Name: "stored", Backend: "process"}); err != nil {
+	if _, err := e.svc.PutProfile(ctx, lifecycle.Profile{Name: "stored", Backend: "process"}); err != nil {
 		t.Fatal(err)
 	}
 	e.svc.ReconcileBackend(ctx, "process", e.p)

@@ -14,6 +14,15 @@ func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if s.plat != nil { // model keys are never shown
+		rs, err := s.plat.ListRuntimeProfiles(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"items": rs})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": ps})
 }
 
@@ -30,9 +39,19 @@ func (s *Server) putProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Name = name
-	if err := s.svc.PutProfile(r.Context(), p); err != nil {
+	if s.plat != nil { // seals a model key before it is stored
+		out, err := s.plat.PutRuntimeProfile(r.Context(), p)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out, err := s.svc.PutProfile(r.Context(), p)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p)
+	writeJSON(w, http.StatusOK, out)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
@@ -44,14 +45,17 @@ type Config struct {
 	// OpenAPI is served at /openapi.yaml (default: the embedded document
 	// of AstraBox's additions).
 	OpenAPI []byte
+	// Platform serves the agent platform's /api/v1 routes (none when nil).
+	Platform *platform.Service
 }
 
 // Server is the API's http.Handler.
 type Server struct {
-	cfg Config
-	svc *lifecycle.Service
-	log *slog.Logger
-	mux *http.ServeMux
+	cfg  Config
+	svc  *lifecycle.Service
+	plat *platform.Service
+	log  *slog.Logger
+	mux  *http.ServeMux
 	// transport is the proxy's pooled connection to sandboxes.
 	transport *http.Transport
 }
@@ -71,7 +75,7 @@ func New(cfg Config) *Server {
 	if len(cfg.OpenAPI) == 0 {
 		cfg.OpenAPI = OpenAPI
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, svc: cfg.Service, plat: cfg.Platform, log: cfg.Logger, mux: http.NewServeMux()}
 	s.transport = s.newProxyTransport()
 	s.routes()
 	return s
@@ -102,6 +106,9 @@ func (s *Server) routes() {
 		s.handle("GET "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))
 		s.handle("DELETE "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))
 	}
+	if s.plat != nil {
+		s.platformRoutes()
+	}
 	// The proxy authenticates itself (API key or a signed endpoint token).
 	s.mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}", s.proxy)
 	s.mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}/{rest...}", s.proxy)
@@ -123,6 +130,15 @@ func (s *Server) routes() {
 }
 
 // handle registers an authenticated route.
+// statusOf is the HTTP status of an error code: the platform's table, then
+// the sandbox layer's.
+func statusOf(code sandbox.Code) int {
+	if st, ok := platform.StatusByCode[code]; ok {
+		return st
+	}
+	return code.HTTPStatus()
+}
+
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
@@ -206,7 +222,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if code == sandbox.CodeInternal {
 		msg = "internal error"
 	}
-	writeJSON(w, code.HTTPStatus(), ErrorResponse{Code: string(code), Message: msg})
+	writeJSON(w, statusOf(code), ErrorResponse{Code: string(code), Message: msg})
 }
 
 // decode reads one JSON object into v, refusing unknown fields' wrong

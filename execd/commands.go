@@ -42,7 +42,13 @@ type commandTable struct {
 	closed  bool
 }
 
+// newCommandTable returns the table of the commands started with cfg. It
+// completes cfg.Env, the base environment that commands, sessions, code
+// contexts and terminals all start from, with wire.EnvAstraboxBin, resolved
+// here once (see withAstraboxBin); a request's own variables are applied
+// on top of it.
 func newCommandTable(cfg *Config, log *slog.Logger) *commandTable {
+	cfg.Env = withAstraboxBin(cfg.Env)
 	return &commandTable{cfg: cfg, log: log, byID: make(map[string]*command)}
 }
 

@@ -110,6 +110,7 @@ func New(cfg Config) *Server {
 	s.registerFiles()
 	s.registerPTY()
 	s.registerProxy()
+	s.registerTunnel()
 	s.registerMetrics()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))

@@ -42,12 +42,7 @@ func (s *Service) profile(ctx context.Context, name string) (Profile, error) {
 	if err != nil {
 		return Profile{}, fmt.Errorf("get profile: %w", err)
 	}
-	var p Profile
-	if err := json.Unmarshal(sp.JSON, &p); err != nil {
-		return Profile{}, fmt.Errorf("decode profile %s: %w", name, err)
-	}
-	p.Name = name
-	return p, nil
+	return decodeProfile(name, sp)
 }
 
 // Profiles lists every profile, configured and stored, by name.
@@ -70,16 +65,23 @@ func (s *Service) Profiles(ctx context.Context) ([]Profile, error) {
 	return out, nil
 }
 
-// PutProfile stores a profile. Configured profiles cannot be replaced;
-// the backend must be installed (it may be disabled: requests using the
-// profile then fail with SANDBOX_BACKEND_DISABLED) and the profile's spec
-// valid.
-func (s *Service) PutProfile(ctx context.Context, p Profile) error {
+// ErrVersionConflict is wrapped by PutProfile when p.Version is set and
+// the stored profile is at another version.
+var ErrVersionConflict = errors.New("profile version conflict")
+
+// PutProfile stores a profile and returns it as stored (with its new
+// Version). With p.Version 0 it creates or replaces; otherwise it replaces
+// only that stored version (ErrVersionConflict for another,
+// ErrProfileNotFound when none is stored). Configured profiles cannot be
+// replaced; the backend must be installed (it may be disabled: requests
+// using the profile then fail with SANDBOX_BACKEND_DISABLED) and the
+// profile's spec valid.
+func (s *Service) PutProfile(ctx context.Context, p Profile) (Profile, error) {
 	if err := validProfileName(p.Name); err != nil {
-		return err
+		return Profile{}, err
 	}
 	if _, ok := s.cfg.Profiles[p.Name]; ok {
-		return sandbox.Errorf(sandbox.CodeConflict, "profile %q comes from the server's configuration and cannot be replaced", p.Name)
+		return Profile{}, sandbox.Errorf(sandbox.CodeConflict, "profile %q comes from the server's configuration and cannot be replaced", p.Name)
 	}
 	if p.Backend != "" {
 		known := false
@@ -87,25 +89,34 @@ func (s *Service) PutProfile(ctx context.Context, p Profile) error {
 			known = known || b == p.Backend
 		}
 		if _, enabled := s.cfg.Backends[p.Backend]; !known && !enabled {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown backend %q", p.Backend)
+			return Profile{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown backend %q", p.Backend)
 		}
 	}
 	spec := sandbox.Spec{Image: p.Image, Resources: p.Resources, Timeout: p.Timeout, IdleTimeout: p.IdleTimeout,
 		Network: sandbox.NetworkPolicy{Mode: p.Network}, Capabilities: p.Capabilities, Env: p.Env, Runtime: p.Runtime}
 	if err := spec.Validate(); err != nil {
-		return err
+		return Profile{}, err
 	}
 	if p.PoolSize < 0 || p.PoolSize > MaxPoolSize {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must be 0 to %d", MaxPoolSize)
+		return Profile{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must be 0 to %d", MaxPoolSize)
 	}
+	version := p.Version
+	p.Version = 0 // kept in the record, not in its JSON
 	b, err := json.Marshal(p)
 	if err != nil {
-		return fmt.Errorf("encode profile: %w", err)
+		return Profile{}, fmt.Errorf("encode profile: %w", err)
 	}
-	if err := s.cfg.Store.PutProfile(ctx, store.Profile{Name: p.Name, JSON: b, UpdatedAt: s.now().UTC()}); err != nil {
-		return fmt.Errorf("store profile: %w", err)
+	stored, err := s.cfg.Store.PutProfile(ctx, store.Profile{Name: p.Name, JSON: b, UpdatedAt: s.now().UTC(), Version: version})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return Profile{}, fmt.Errorf("profile %q: %w", p.Name, ErrVersionConflict)
+	case errors.Is(err, store.ErrNotFound):
+		return Profile{}, fmt.Errorf("profile %q: %w", p.Name, ErrProfileNotFound)
+	case err != nil:
+		return Profile{}, fmt.Errorf("store profile: %w", err)
 	}
-	return nil
+	p.Version = stored.Version
+	return p, nil
 }
 
 func (s *Service) profileNamesAll(ctx context.Context) ([]string, error) {

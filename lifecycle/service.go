@@ -68,6 +68,33 @@ type Profile struct {
 	// PoolSize is how many ready boxes of this profile the server keeps
 	// warm; a create that fits them claims one (see poolKey).
 	PoolSize int `json:"poolSize,omitempty"`
+
+	// The agent platform's fields (see platform/): which engine kinds may
+	// use the profile, the model endpoint their programs call through
+	// AstraBox, and whether the workspace persists. The sandbox service
+	// stores them and does not interpret them.
+	EngineKinds []string       `json:"engine_kinds,omitempty"`
+	Model       *ModelEndpoint `json:"model,omitempty"`
+	Workspace   *WorkspaceSpec `json:"workspace,omitempty"`
+	// Version is the stored record's version (output only on the sandbox
+	// view; the platform's PUT may name it to update only that version).
+	Version int64 `json:"version,omitempty"`
+}
+
+// ModelEndpoint is an OpenAI-compatible model endpoint. APIKey is
+// write-only: the platform seals it into SealedKey before the profile is
+// stored, and neither is ever shown to clients.
+type ModelEndpoint struct {
+	BaseURL   string   `json:"base_url"`
+	API       string   `json:"api,omitempty"`
+	APIKey    string   `json:"api_key,omitempty"`
+	SealedKey string   `json:"api_key_sealed,omitempty"`
+	Models    []string `json:"models,omitempty"`
+}
+
+// WorkspaceSpec says whether a profile's /workspace outlives its boxes.
+type WorkspaceSpec struct {
+	Persistent bool `json:"persistent"`
 }
 
 // Service is the sandbox service. It is safe for concurrent use.

@@ -126,7 +126,7 @@ func TestProfileNames(t *testing.T) {
 			t.Errorf("validProfileName(%q) = %v", tt.name, err)
 		}
 	}
-	if err := svc.PutProfile(context.Background(), Profile{Name: "default"}); sandbox.CodeOf(err) != sandbox.CodeConflict {
+	if _, err := svc.PutProfile(context.Background(), Profile{Name: "default"}); sandbox.CodeOf(err) != sandbox.CodeConflict {
 		t.Errorf("replacing the configured default profile: %v", err)
 	}
 }

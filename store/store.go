@@ -92,17 +92,13 @@ type Profile struct {
 	Name      string
 	JSON      []byte
 	UpdatedAt time.Time
+	// Version is 1 when the profile is first stored and increases with
+	// every put.
+	Version int64
 }
 
-// Store keeps the server's records. Every method is safe for concurrent
-// use and honours ctx (a canceled ctx fails the call with an error wrapping
-// ctx.Err()).
-//
-// Times are kept as given, read back in UTC with microsecond precision (at
-// least millisecond is the contract); a zero CreatedAt, UpdatedAt or At that
-// a method says it fills is set to the current time. Names and ids order
-// byte-wise.
-type Store interface {
+// Sandboxes keeps sandbox records.
+type Sandboxes interface {
 	// CreateSandbox inserts s (Version is set to 1; a zero CreatedAt is set
 	// to now and a zero UpdatedAt to CreatedAt, both written back into s);
 	// ErrConflict if the id exists.
@@ -127,7 +123,10 @@ type Store interface {
 	// concurrent claims each gets a different box. It returns the claimed
 	// record, or ErrNotFound when the pool has no Running member.
 	ClaimPooled(ctx context.Context, pool string) (*Sandbox, error)
+}
 
+// Events keeps sandbox state transitions.
+type Events interface {
 	// AppendEvent stores e (a zero At is set to now) and returns its Seq.
 	// Events are kept apart from sandbox records: the sandbox need not
 	// exist. A sandbox's events become visible in Seq order, so a reader
@@ -137,7 +136,10 @@ type Store interface {
 	// Events returns the events of a sandbox with Seq > afterSeq, in order
 	// (none, and no error, for an unknown sandbox).
 	Events(ctx context.Context, sandboxID string, afterSeq int64) ([]Event, error)
+}
 
+// Idempotencies keeps the answers to requests made with an Idempotency-Key.
+type Idempotencies interface {
 	// PutIdempotency stores rec unless its Key exists (a zero CreatedAt is
 	// set to now); it returns the stored record and whether it was already
 	// there. Of concurrent puts of one Key exactly one stores its record.
@@ -153,14 +155,42 @@ type Store interface {
 	DeleteIdempotency(ctx context.Context, key string) error
 	// DeleteIdempotencyBefore removes records created before t.
 	DeleteIdempotencyBefore(ctx context.Context, t time.Time) error
+}
 
-	// PutProfile creates or replaces a profile (a zero UpdatedAt is set to
-	// now); GetProfile returns ErrNotFound when absent; ListProfiles orders
-	// by name; DeleteProfile returns ErrNotFound when absent.
-	PutProfile(ctx context.Context, p Profile) error
+// Profiles keeps RuntimeProfiles.
+type Profiles interface {
+	// PutProfile stores p (a zero UpdatedAt is set to now) and returns the
+	// stored record. With p.Version 0 it creates or replaces; with
+	// p.Version > 0 it replaces only the stored record of that version
+	// (ErrConflict for another version, ErrNotFound when absent). The
+	// stored Version is 1 for a new profile and one more than the replaced
+	// record's otherwise.
+	PutProfile(ctx context.Context, p Profile) (Profile, error)
+	// GetProfile returns ErrNotFound when absent; ListProfiles orders by
+	// name; DeleteProfile returns ErrNotFound when absent.
 	GetProfile(ctx context.Context, name string) (Profile, error)
 	ListProfiles(ctx context.Context) ([]Profile, error)
 	DeleteProfile(ctx context.Context, name string) error
+}
+
+// Store keeps the server's records: one narrow interface per aggregate.
+// Every method is safe for concurrent use and honours ctx (a canceled ctx
+// fails the call with an error wrapping ctx.Err()).
+//
+// Times are kept as given, read back in UTC with microsecond precision (at
+// least millisecond is the contract); a zero CreatedAt, UpdatedAt or At that
+// a method says it fills is set to the current time. Names and ids order
+// byte-wise.
+type Store interface {
+	Sandboxes
+	Events
+	Idempotencies
+	Profiles
+	Agents
+	Sessions
+	Inputs
+	Streams
+	NativeStates
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error

@@ -65,7 +65,22 @@ type ExecError struct {
 	Traceback []string `json:"traceback"`
 }
 
+// EnvAstraboxBin (addition) names the environment variable that holds the
+// absolute path of execd's own executable, the astrabox binary, so that a
+// program in the box can run `"$ASTRABOX_BIN" agent`. execd sets it in the
+// environment of every process it starts (commands, sessions, terminals,
+// code contexts) to a path that names its running executable in the box's
+// file system, resolved once when execd starts serving: a value execd
+// inherited is kept if it names that file (a backend may pass the path),
+// else execd's own path, else /.astrabox/astrabox where the backends bind
+// the binary. When no path names it, the variable is left unset.
+const EnvAstraboxBin = "ASTRABOX_BIN"
+
 // RunCommandRequest is the body of POST /command.
+//
+// The command's environment is execd's base environment, with
+// EnvAstraboxBin (ASTRABOX_BIN) set to execd's executable, and Envs applied
+// on top: a request that sets ASTRABOX_BIN in Envs gets its own value.
 type RunCommandRequest struct {
 	Command    string            `json:"command"`
 	Cwd        string            `json:"cwd,omitempty"`

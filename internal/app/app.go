@@ -42,6 +42,7 @@ func commands() []command {
 		{"bench", "measure AstraBox and print tables (bench execd|native)", runBench},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
 		{"image", "import, pull, list and remove sandbox images", runImage},
+		{"agent", "the built-in agent program (runs inside a sandbox; JSONL on stdin/stdout)", runAgent},
 		{"version", "print the version", func(_ context.Context, _ []string, io IO, _ Env) error {
 			_, err := fmt.Fprintln(io.Stdout, "astrabox", Version)
 			return err

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/image"
+	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/provider/native"
@@ -25,6 +25,7 @@ import (
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/postgres"
 	"github.com/astrabox/astrabox/store/sqlite"
+	"github.com/astrabox/astrabox/vault"
 )
 
 // installedBackends are the backends this build knows.
@@ -150,15 +151,13 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if *defaultBackend == "" {
 		*defaultBackend = order[0]
 	}
-	svc, err := lifecycle.New(lifecycle.Config{
-		Store: st, Backends: enabled, Installed: installedBackends, DefaultBackend: *defaultBackend,
-		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Logger: log,
-	})
+	ring, err := vault.LoadOrCreate(filepath.Join(*dataDir, "master.key"))
 	if err != nil {
 		return err
 	}
-
-	cfg := api.Config{Service: svc, Store: st, Insecure: *insecure, PublicHost: *publicHost, Logger: log}
+	scfg := server.Config{Store: st, Backends: enabled, Installed: installedBackends, DefaultBackend: *defaultBackend,
+		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Insecure: *insecure, PublicHost: *publicHost,
+		Vault: ring, Logger: log}
 	if *insecure {
 		log.Warn("serving WITHOUT authentication (--insecure): anyone who reaches the listen address controls every sandbox")
 	}
@@ -171,27 +170,34 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		if err != nil {
 			return err
 		}
-		cfg.APIKeyHash = hash
+		scfg.APIKeyHash = hash
 		if where != "" {
 			fmt.Fprintf(stdio.Stderr, "API key: in %s (send it as the %s header)\n", where, api.HeaderAPIKey)
 		}
 	}
-	if cfg.SigningKey, err = signingKey(*dataDir); err != nil {
+	if scfg.SigningKey, err = signingKey(*dataDir); err != nil {
 		return err
 	}
-	handler := api.New(cfg)
-
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	rctx, stopReconcile := context.WithCancel(ctx)
-	defer stopReconcile()
-	go svc.Reconcile(rctx, 5*time.Second)
-	go handler.ForgetIdempotency(rctx, 10*time.Minute)
+	scfg.Holder = "http://" + l.Addr().String()
+	if *publicHost != "" {
+		scfg.Holder = "http://" + *publicHost
+	}
+	srv, err := server.New(scfg)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	hs := srv.HTTPServer()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
+	if err := srv.Start(ctx); err != nil {
+		log.Warn("start", "err", err)
+	}
+	defer srv.Close()
 	fmt.Fprintf(stdio.Stderr, "AstraBox serving on http://%s (backends: %s; data: %s)\n", l.Addr(), strings.Join(order, ","), *dataDir)
 	log.Info("serving", "addr", l.Addr().String(), "backends", strings.Join(order, ","), "default_backend", *defaultBackend)
 	select {
@@ -202,6 +208,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutdownCtx)
+	srv.Close()
 	log.Info("stopped; sandboxes keep running and are re-attached at the next start")
 	return nil
 }

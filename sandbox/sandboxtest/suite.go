@@ -97,6 +97,7 @@ func Run(t *testing.T, h Harness) {
 		{"PTY", testPTY},
 		{"Proxy", testProxy},
 		{"Metrics", testMetrics},
+		{"Tunnel", testTunnel},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.fn(t, h) })

@@ -4,7 +4,9 @@
 // Every method is a single statement or a short transaction at READ
 // COMMITTED; optimistic concurrency (Version) and put-if-absent
 // (idempotency) rely on row locks and unique keys, so replicas need no
-// coordination of their own.
+// coordination of their own. A log stream's next seq and its lease share
+// the stream's row: the lock an append takes on it orders the appends and
+// fences them against a change of holder.
 package postgres
 
 import (
@@ -51,7 +53,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrateSchema(ctx, pool); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
@@ -71,4 +73,18 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(s.pool.Close)
 	return nil
+}
+
+// missOrConflict explains why a write conditional on version changed no
+// row of key: ErrNotFound when exists (a query selecting whether a row of
+// key exists) answers false, ErrConflict otherwise.
+func (st *Store) missOrConflict(ctx context.Context, op, exists, key string, version int64) error {
+	var found bool
+	if err := st.pool.QueryRow(ctx, exists, key).Scan(&found); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if !found {
+		return fmt.Errorf("%s %s: %w", op, key, store.ErrNotFound)
+	}
+	return fmt.Errorf("%s %s version %d: %w", op, key, version, store.ErrConflict)
 }

@@ -163,6 +163,41 @@ func TestSurvivesReopen(t *testing.T) {
 	}
 }
 
+// TestUpgrade opens a database of the schema before the platform's tables,
+// holding a profile: the migration gives it version 1 and the new tables
+// work.
+func TestUpgrade(t *testing.T) {
+	dsn := freshDatabase(t)
+	ctx := t.Context()
+	if err := postgres.MigrateTo(ctx, dsn, 2); err != nil {
+		t.Fatalf("migrate to 2: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `INSERT INTO profiles (name, data, updated_at) VALUES ('old', '{}', now())`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatalf("insert a profile of schema 2: %v", err)
+	}
+
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	if p, err := s.GetProfile(ctx, "old"); err != nil || p.Version != 1 || string(p.JSON) != "{}" {
+		t.Fatalf("profile after upgrade = %+v, %v; want version 1", p, err)
+	}
+	if p, err := s.PutProfile(ctx, store.Profile{Name: "old", JSON: []byte(`{"v":2}`), Version: 1}); err != nil || p.Version != 2 {
+		t.Errorf("conditional put after upgrade = %+v, %v; want version 2", p, err)
+	}
+	if err := s.CreateSession(ctx, &store.Session{ID: "s"}); err != nil {
+		t.Errorf("create session after upgrade: %v", err)
+	}
+}
+
 func TestOpenErrors(t *testing.T) {
 	tests := []struct {
 		name string

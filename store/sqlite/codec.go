@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -87,4 +88,50 @@ func decodeEntrypoint(v sql.NullString) ([]string, error) {
 		return nil, fmt.Errorf("decode entrypoint: %w", err)
 	}
 	return a, nil
+}
+
+// encodeStrings returns a as a JSON array, keeping nil apart from empty:
+// nil is NULL.
+func encodeStrings(a []string) (sql.NullString, error) {
+	if a == nil {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("encode list: %w", err)
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// decodeStrings returns the list stored by encodeStrings: NULL is nil, an
+// empty array an empty, non-nil list.
+func decodeStrings(v sql.NullString) ([]string, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	a := []string{}
+	if err := json.Unmarshal([]byte(v.String), &a); err != nil {
+		return nil, fmt.Errorf("decode list: %w", err)
+	}
+	return a, nil
+}
+
+// sqlLimit returns the LIMIT that takes up to limit rows; limit <= 0 takes
+// all (SQLite's -1).
+func sqlLimit(limit int64) int64 {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}
+
+// inStrings returns the condition "column IN (?, ...)" that selects rows
+// whose column is one of values, and its arguments; values must not be
+// empty.
+func inStrings(column string, values []string) (string, []any) {
+	args := make([]any, len(values))
+	for i, v := range values {
+		args[i] = v
+	}
+	return column + " IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(values)), ", ") + ")", args
 }

@@ -4,14 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/astrabox/astrabox/store/migrate"
 )
 
 // migrationFiles holds the schema migrations, named NNNN_what.sql; they are
@@ -20,56 +16,22 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one schema step.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations returns the embedded migrations ordered by version; it
-// refuses a malformed name and a duplicate version.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_what.sql", base)
-		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share a version", ms[i-1].name, ms[i].name)
-		}
-	}
-	if len(ms) == 0 {
-		return nil, errors.New("no migrations embedded")
-	}
-	return ms, nil
-}
-
-// migrate applies, in order, every migration that schema_migrations does not
-// list, each in its own transaction together with its schema_migrations row.
-// The transactions begin IMMEDIATE on db, so two processes opening the same
-// file at once apply each step exactly once. Versions this binary does not
-// know (a newer binary's) are left alone.
-func migrate(ctx context.Context, db *sql.DB) error {
-	ms, err := loadMigrations()
+// migrateSchema applies, in order, every embedded migration that
+// schema_migrations does not list.
+func migrateSchema(ctx context.Context, db *sql.DB) error {
+	ms, err := migrate.Load(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	return applyMigrations(ctx, db, ms)
+}
+
+// applyMigrations applies, in order, every migration of ms that
+// schema_migrations does not list, each in its own transaction together with
+// its schema_migrations row. The transactions begin IMMEDIATE on db, so two
+// processes opening the same file at once apply each step exactly once.
+// Versions this binary does not know (a newer binary's) are left alone.
+func applyMigrations(ctx context.Context, db *sql.DB, ms []migrate.Migration) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
@@ -79,14 +41,14 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	for _, m := range ms {
 		if err := applyMigration(ctx, db, m); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	return nil
 }
 
 // applyMigration applies m unless it is already recorded.
-func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
+func applyMigration(ctx context.Context, db *sql.DB, m migrate.Migration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -94,18 +56,18 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
 	defer tx.Rollback()
 	var n int
 	if err := tx.QueryRowContext(ctx,
-		`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+		`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 		return err
 	}
 	if n > 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, time.Now().UnixMicro()); err != nil {
+		m.Version, m.Name, time.Now().UnixMicro()); err != nil {
 		return err
 	}
 	return tx.Commit()

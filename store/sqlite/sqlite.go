@@ -90,7 +90,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
-	if err := migrate(ctx, w); err != nil {
+	if err := migrateSchema(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
@@ -168,4 +168,20 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// missOrConflict explains why a write conditional on version changed no
+// row of key: ErrNotFound when exists (a query selecting one row for key)
+// finds none, ErrConflict otherwise. It reads through the writer, which
+// saw the write's outcome.
+func (st *Store) missOrConflict(ctx context.Context, op, exists, key string, version int64) error {
+	var one int
+	err := st.w.QueryRowContext(ctx, exists, key).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s %s: %w", op, key, store.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s %s version %d: %w", op, key, version, store.ErrConflict)
 }

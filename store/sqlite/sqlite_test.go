@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
-	if err := s.PutProfile(ctx, store.Profile{Name: "p", JSON: []byte(`{}`)}); err != nil {
+	if _, err := s.PutProfile(ctx, store.Profile{Name: "p", JSON: []byte(`{}`)}); err != nil {
 		t.Fatalf("put profile: %v", err)
 	}
 	if err := s.Close(); err != nil {
@@ -74,6 +75,41 @@ func TestSurvivesReopen(t *testing.T) {
 	next, err := s.AppendEvent(ctx, store.Event{SandboxID: "box", State: sandbox.StateTerminated})
 	if err != nil || next <= seq {
 		t.Errorf("seq after reopen = %d, %v; want > %d", next, err, seq)
+	}
+}
+
+// TestUpgrade opens a file of the schema before the platform's tables,
+// holding a profile: the migration gives it version 1 and the new tables
+// work.
+func TestUpgrade(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "astrabox.db")
+	ctx := t.Context()
+	if err := sqlite.MigrateTo(ctx, path, 2); err != nil {
+		t.Fatalf("migrate to 2: %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO profiles (name, data, updated_at) VALUES ('old', CAST('{}' AS BLOB), 0)`)
+	db.Close()
+	if err != nil {
+		t.Fatalf("insert a profile of schema 2: %v", err)
+	}
+
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	if p, err := s.GetProfile(ctx, "old"); err != nil || p.Version != 1 || string(p.JSON) != "{}" {
+		t.Fatalf("profile after upgrade = %+v, %v; want version 1", p, err)
+	}
+	if p, err := s.PutProfile(ctx, store.Profile{Name: "old", JSON: []byte(`{"v":2}`), Version: 1}); err != nil || p.Version != 2 {
+		t.Errorf("conditional put after upgrade = %+v, %v; want version 2", p, err)
+	}
+	if err := s.CreateSession(ctx, &store.Session{ID: "s"}); err != nil {
+		t.Errorf("create session after upgrade: %v", err)
 	}
 }
 

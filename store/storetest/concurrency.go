@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -154,6 +155,11 @@ func testCreateRace(t *testing.T, st store.Store) {
 // fails with an error that wraps context.Canceled.
 func testCanceledContext(t *testing.T, st store.Store) {
 	mustCreate(t, st, newSandbox("box"))
+	if err := st.CreateAgent(t.Context(), newAgent("a")); err != nil {
+		t.Fatalf("create agent: %v", err)
+	}
+	mustCreateSession(t, st, newSession("s"))
+	mustAccept(t, st, &store.Input{ID: "in", SessionID: "s"})
 	ctx := canceled()
 	calls := []struct {
 		name string
@@ -173,10 +179,40 @@ func testCanceledContext(t *testing.T, st store.Store) {
 		{"CompleteIdempotency", func() error { return st.CompleteIdempotency(ctx, store.Idempotency{Key: "k"}) }},
 		{"DeleteIdempotency", func() error { return st.DeleteIdempotency(ctx, "k") }},
 		{"DeleteIdempotencyBefore", func() error { return st.DeleteIdempotencyBefore(ctx, t0) }},
-		{"PutProfile", func() error { return st.PutProfile(ctx, store.Profile{Name: "p"}) }},
+		{"PutProfile", func() error { _, err := st.PutProfile(ctx, store.Profile{Name: "p"}); return err }},
 		{"GetProfile", func() error { _, err := st.GetProfile(ctx, "p"); return err }},
 		{"ListProfiles", func() error { _, err := st.ListProfiles(ctx); return err }},
 		{"DeleteProfile", func() error { return st.DeleteProfile(ctx, "p") }},
+		{"CreateAgent", func() error { return st.CreateAgent(ctx, newAgent("other")) }},
+		{"GetAgent", func() error { _, err := st.GetAgent(ctx, "a"); return err }},
+		{"UpdateAgent", func() error { return st.UpdateAgent(ctx, newAgent("a", func(a *store.Agent) { a.Version = 1 })) }},
+		{"DeleteAgent", func() error { return st.DeleteAgent(ctx, "a") }},
+		{"ListAgents", func() error { _, err := st.ListAgents(ctx, "", 0); return err }},
+		{"CreateSession", func() error { return st.CreateSession(ctx, newSession("other")) }},
+		{"GetSession", func() error { _, err := st.GetSession(ctx, "s"); return err }},
+		{"UpdateSession", func() error {
+			return st.UpdateSession(ctx, newSession("s", func(s *store.Session) { s.Version = 1 }))
+		}},
+		{"DeleteSession", func() error { return st.DeleteSession(ctx, "s") }},
+		{"ListSessions", func() error { _, err := st.ListSessions(ctx, store.SessionFilter{}); return err }},
+		{"AcceptInput", func() error {
+			_, _, err := st.AcceptInput(ctx, &store.Input{ID: "in-2", SessionID: "s"}, store.LogEntry{Type: "input.accepted"})
+			return err
+		}},
+		{"GetInput", func() error { _, err := st.GetInput(ctx, "in"); return err }},
+		{"ListInputs", func() error { _, err := st.ListInputs(ctx, "s"); return err }},
+		{"SetInputState", func() error { _, err := st.SetInputState(ctx, "in", store.InputFailed, "X"); return err }},
+		{"Append", func() error { _, err := st.Append(ctx, "s", 0, []store.LogEntry{{Type: "x"}}); return err }},
+		{"ReadStream", func() error { _, err := st.ReadStream(ctx, "s", 0, 0); return err }},
+		{"StreamHead", func() error { _, err := st.StreamHead(ctx, "s"); return err }},
+		{"LastSource", func() error { _, err := st.LastSource(ctx, "s"); return err }},
+		{"AcquireLease", func() error { _, err := st.AcquireLease(ctx, "s", "h", time.Minute); return err }},
+		{"RenewLease", func() error { _, err := st.RenewLease(ctx, "s", "h", 1, time.Minute); return err }},
+		{"ReleaseLease", func() error { return st.ReleaseLease(ctx, "s", "h", 1) }},
+		{"GetLease", func() error { _, err := st.GetLease(ctx, "s"); return err }},
+		{"AppendNativeState", func() error { _, err := st.AppendNativeState(ctx, "s", 0, 0, []byte("x")); return err }},
+		{"NativeState", func() error { _, err := st.NativeState(ctx, "s"); return err }},
+		{"ResetNativeState", func() error { return st.ResetNativeState(ctx, "s", 0) }},
 		{"Ping", func() error { return st.Ping(ctx) }},
 	}
 	for _, c := range calls {
@@ -188,6 +224,18 @@ func testCanceledContext(t *testing.T, st store.Store) {
 	}
 	if _, err := st.GetSandbox(t.Context(), "other"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a canceled create stored its record: %v", err)
+	}
+	if a := mustGetAgent(t, st, "a"); a.Version != 1 {
+		t.Errorf("agent version after a canceled update = %d, want 1", a.Version)
+	}
+	if s := mustGetSession(t, st, "s"); s.Version != 1 {
+		t.Errorf("session version after a canceled update = %d, want 1", s.Version)
+	}
+	if head, err := st.StreamHead(t.Context(), "s"); err != nil || head != 1 {
+		t.Errorf("head after canceled appends = %d, %v; want 1", head, err)
+	}
+	if in, err := st.GetInput(t.Context(), "in"); err != nil || in.State != store.InputAccepted {
+		t.Errorf("input after a canceled state change: %+v, %v", in, err)
 	}
 }
 

@@ -1,0 +1,214 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/astrabox/astrabox/internal/sse"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// keepaliveEvery is how often an idle event stream sends a comment.
+const keepaliveEvery = 15 * time.Second
+
+// afterSeq reads after_seq (or its alias, the Last-Event-ID header).
+func afterSeq(r *http.Request) (int64, bool, error) {
+	v := r.URL.Query().Get("after_seq")
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, sandbox.Errorf(platform.CodeInvalid, "after_seq must be a non-negative sequence number")
+	}
+	return n, true, nil
+}
+
+// startKeepalive writes a comment to sw every keepaliveEvery until the
+// returned stop is called; stop returns once no write is in flight, so a
+// handler calls it before it returns.
+func startKeepalive(ctx context.Context, sw *sse.Writer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		keepalive(ctx, sw)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// keepalive writes a comment to sw every keepaliveEvery until ctx ends.
+func keepalive(ctx context.Context, sw *sse.Writer) {
+	t := time.NewTicker(keepaliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if sw.Comment("keepalive") != nil {
+				return
+			}
+		}
+	}
+}
+
+// aiStream serves one reply in the AI SDK UI message stream protocol
+// (PLATFORM.md): with after_seq, the reply that seq falls inside or else
+// the next one (204 when there is none and follow is not asked); with
+// follow=session and no after_seq, the reply in progress or the next one.
+func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if _, err := s.plat.GetSession(ctx, id); err != nil {
+		writeError(w, err)
+		return
+	}
+	n, hasAfter, err := afterSeq(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	follow := r.URL.Query().Get("follow") == "session"
+	entries, err := s.plat.Store().ReadStream(ctx, id, 0, 0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var head int64
+	if len(entries) > 0 {
+		head = entries[len(entries)-1].Seq
+	}
+	replies := platform.Replies(entries)
+	var (
+		reply platform.Reply
+		found bool
+		from  int64 // follow the log after this seq
+	)
+	switch {
+	case hasAfter:
+		reply, found = platform.ResumePoint(replies, n)
+		if !found && !follow {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		from = max(n, head)
+	case follow:
+		reply, found = platform.ActiveReply(replies)
+		from = head
+	default:
+		writeError(w, sandbox.Errorf(platform.CodeInvalid, "give after_seq (resume) or follow=session"))
+		return
+	}
+	if found {
+		from = reply.Start - 1
+	}
+	w.Header().Set("x-vercel-ai-ui-message-stream", "v1")
+	sw := sse.NewWriter(w)
+	sw.Flush()
+	defer startKeepalive(ctx, sw)()
+	turn := reply.TurnID
+	err = s.plat.Log().Follow(ctx, id, from, func(e store.LogEntry) (bool, error) {
+		if !platform.IsFrame(e) || e.TurnID == "" {
+			return true, nil
+		}
+		if turn == "" {
+			if e.Type != "data-turn-accepted" {
+				return true, nil // the tail of an earlier reply
+			}
+			turn = e.TurnID
+		}
+		if e.TurnID != turn {
+			return true, nil
+		}
+		if err := sw.EventJSON(strconv.FormatInt(e.Seq, 10), "", e.Payload); err != nil {
+			return false, err
+		}
+		if e.Type != "finish" {
+			return true, nil
+		}
+		cursor, _ := json.Marshal(map[string]any{"type": "data-resume-cursor", "transient": true,
+			"data": map[string]any{"frameSeq": e.Seq, "turnId": turn}})
+		if err := sw.EventJSON("", "", cursor); err != nil {
+			return false, err
+		}
+		return false, sw.EventJSON("", "", []byte("[DONE]"))
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Debug("ai stream ended", "session_id", id, "err", err)
+	}
+}
+
+// logEvent is one entry of the raw /events stream.
+type logEvent struct {
+	Seq       int64           `json:"seq"`
+	Type      string          `json:"type"`
+	TurnID    string          `json:"turn_id,omitempty"`
+	InputID   string          `json:"input_id,omitempty"`
+	MessageID string          `json:"message_id,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
+	At        time.Time       `json:"at"`
+}
+
+// sessionEvents (addition) streams the raw durable log as SSE after
+// after_seq, following live until the client leaves (or, with
+// follow=false, until the end of what is recorded).
+func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if _, err := s.plat.GetSession(ctx, id); err != nil {
+		writeError(w, err)
+		return
+	}
+	n, _, err := afterSeq(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sw := sse.NewWriter(w)
+	sw.Flush()
+	send := func(e store.LogEntry) error {
+		b, _ := json.Marshal(logEvent{Seq: e.Seq, Type: e.Type, TurnID: e.TurnID, InputID: e.InputID, MessageID: e.MessageID, Payload: e.Payload, At: e.At})
+		return sw.EventJSON(strconv.FormatInt(e.Seq, 10), "", b)
+	}
+	if r.URL.Query().Get("follow") == "false" {
+		entries, err := s.plat.Store().ReadStream(ctx, id, n, 0)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if send(e) != nil {
+				return
+			}
+		}
+		return
+	}
+	defer startKeepalive(ctx, sw)()
+	_ = s.plat.Log().Follow(ctx, id, n, func(e store.LogEntry) (bool, error) {
+		if err := send(e); err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

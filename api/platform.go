@@ -1,0 +1,343 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// platformRoutes registers the agent platform's /api/v1 routes.
+func (s *Server) platformRoutes() {
+	s.handle("GET /api/v1/engines", s.listEngines)
+	s.handle("GET /api/v1/runtime-profiles", s.listRuntimeProfiles)
+	s.handle("GET /api/v1/runtime-profiles/{name}", s.getRuntimeProfile)
+	s.handle("PUT /api/v1/runtime-profiles/{name}", s.putRuntimeProfile)
+	s.handle("DELETE /api/v1/runtime-profiles/{name}", s.deleteRuntimeProfile)
+	s.handle("GET /api/v1/agents", s.listAgents)
+	s.handle("POST /api/v1/agents", s.createAgent)
+	s.handle("GET /api/v1/agents/{id}", s.getAgent)
+	s.handle("PUT /api/v1/agents/{id}", s.updateAgent)
+	s.handle("DELETE /api/v1/agents/{id}", s.deleteAgent)
+	s.handle("POST /api/v1/agents/{id}/conversations", s.createConversation)
+	s.handle("GET /api/v1/sessions", s.listSessions)
+	s.handle("GET /api/v1/sessions/{id}", s.getSession)
+	s.handle("DELETE /api/v1/sessions/{id}", s.deleteSession)
+	s.handle("POST /api/v1/sessions/{id}/turn-inputs", s.sendInput)
+	s.handle("POST /api/v1/sessions/{id}/interrupt", s.interruptSession)
+	s.handle("POST /api/v1/sessions/{id}/interaction-respond", s.respondInteraction)
+	s.handle("GET /api/v1/sessions/{id}/messages", s.sessionMessages)
+	s.handle("GET /api/v1/sessions/{id}/events", s.sessionEvents)
+	s.handle("GET /api/v1/sessions/{id}/ai-stream", s.aiStream)
+}
+
+// listPage reads limit and cursor.
+func listPage(r *http.Request) (string, int, error) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			return "", 0, sandbox.Errorf(platform.CodeInvalid, "limit must be 1 to 200")
+		}
+		limit = n
+	}
+	return r.URL.Query().Get("cursor"), limit, nil
+}
+
+func page[T any](items []T, next string) map[string]any {
+	var nc any
+	if next != "" {
+		nc = next
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return map[string]any{"items": items, "next_cursor": nc}
+}
+
+// engineInfo is an installed engine kind on the wire.
+type engineInfo struct {
+	engine.Descriptor
+	// Images says per enabled backend whether the image the program
+	// needs is present ("" image: any image works, always true).
+	Images map[string]bool `json:"images"`
+}
+
+func (s *Server) listEngines(w http.ResponseWriter, r *http.Request) {
+	var items []engineInfo
+	for _, kind := range sortedKeys(s.plat.Engines()) {
+		d := s.plat.Engines()[kind].Descriptor()
+		info := engineInfo{Descriptor: d, Images: map[string]bool{}}
+		for name := range s.svc.Backends() {
+			info.Images[name] = d.Image == ""
+		}
+		items = append(items, info)
+	}
+	writeJSON(w, http.StatusOK, page(items, ""))
+}
+
+func (s *Server) listRuntimeProfiles(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.plat.ListRuntimeProfiles(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page(ps, ""))
+}
+
+func (s *Server) getRuntimeProfile(w http.ResponseWriter, r *http.Request) {
+	p, err := s.plat.RuntimeProfile(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, platform.Redact(p))
+}
+
+func (s *Server) putRuntimeProfile(w http.ResponseWriter, r *http.Request) {
+	var p lifecycle.Profile
+	if err := s.decode(w, r, &p); err != nil {
+		writeError(w, asPlatformInvalid(err))
+		return
+	}
+	name := r.PathValue("name")
+	if p.Name != "" && p.Name != name {
+		writeError(w, sandbox.Errorf(platform.CodeInvalid, "profile name %q in the body differs from %q in the path", p.Name, name))
+		return
+	}
+	p.Name = name
+	out, err := s.plat.PutRuntimeProfile(r.Context(), p)
+	if err != nil {
+		writeError(w, asPlatformInvalid(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteRuntimeProfile(w http.ResponseWriter, r *http.Request) {
+	if err := s.plat.DeleteRuntimeProfile(r.Context(), r.PathValue("name")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// asPlatformInvalid answers the sandbox layer's invalid-body code with the
+// platform's INVALID_REQUEST on /api/v1 routes.
+func asPlatformInvalid(err error) error {
+	var e *sandbox.Error
+	if errors.As(err, &e) && e.Code == sandbox.CodeInvalidRequest {
+		return &sandbox.Error{Code: platform.CodeInvalid, Message: e.Message}
+	}
+	return err
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	cursor, limit, err := listPage(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	as, next, err := s.plat.ListAgents(r.Context(), cursor, limit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page(as, next))
+}
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
+	var req platform.AgentRequest
+	if err := s.decode(w, r, &req); err != nil {
+		writeError(w, asPlatformInvalid(err))
+		return
+	}
+	a, err := s.plat.CreateAgent(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a)
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := s.plat.GetAgent(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
+	var req platform.AgentRequest
+	if err := s.decode(w, r, &req); err != nil {
+		writeError(w, asPlatformInvalid(err))
+		return
+	}
+	a, err := s.plat.UpdateAgent(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := s.plat.DeleteAgent(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// conversationRequest is the body of POST /agents/{id}/conversations.
+type conversationRequest struct {
+	Title string `json:"title"`
+}
+
+func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req conversationRequest
+	if len(body) > 0 {
+		if err := decodeBytes(body, &req); err != nil {
+			writeError(w, asPlatformInvalid(err))
+			return
+		}
+	}
+	agentID := r.PathValue("id")
+	s.idempotentReplay(w, r, "conversation:"+agentID, body, http.StatusOK, func() (int, any, error) {
+		sess, err := s.plat.CreateSession(r.Context(), agentID, req.Title)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, map[string]string{"session_id": sess.ID, "agent_id": sess.AgentID}, nil
+	})
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	cursor, limit, err := listPage(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ss, next, err := s.plat.ListSessions(r.Context(), r.URL.Query().Get("agent_id"), cursor, limit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page(ss, next))
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.plat.GetSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.plat.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// turnInputRequest is the body of POST /sessions/{id}/turn-inputs.
+type turnInputRequest struct {
+	Content         string `json:"content"`
+	ClientMessageID string `json:"client_message_id"`
+}
+
+func (s *Server) sendInput(w http.ResponseWriter, r *http.Request) {
+	var req turnInputRequest
+	if err := s.decode(w, r, &req); err != nil {
+		writeError(w, asPlatformInvalid(err))
+		return
+	}
+	rc, created, err := s.plat.SendInput(r.Context(), r.PathValue("id"), req.Content, req.ClientMessageID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, rc)
+}
+
+func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
+	ok, err := s.plat.Interrupt(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := "noop"
+	if ok {
+		status = "accepted"
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": status})
+}
+
+// respondRequest is the body of POST /sessions/{id}/interaction-respond.
+type respondRequest struct {
+	InteractionID string `json:"interaction_id"`
+	Answer        struct {
+		Decision string   `json:"decision"`
+		Comment  string   `json:"comment"`
+		Answers  []string `json:"answers"`
+	} `json:"answer"`
+}
+
+func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
+	var req respondRequest
+	if err := s.decode(w, r, &req); err != nil {
+		writeError(w, asPlatformInvalid(err))
+		return
+	}
+	if req.InteractionID == "" {
+		writeError(w, sandbox.Errorf(platform.CodeInvalid, "interaction_id is required"))
+		return
+	}
+	err := s.plat.Respond(r.Context(), r.PathValue("id"), engine.Answer{InteractionID: req.InteractionID,
+		Decision: req.Answer.Decision, Comment: req.Answer.Comment, Answers: req.Answer.Answers})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "accepted"})
+}
+
+func (s *Server) sessionMessages(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.plat.GetSession(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	entries, err := s.plat.Store().ReadStream(r.Context(), id, 0, 0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var last int64
+	if len(entries) > 0 {
+		last = entries[len(entries)-1].Seq
+	}
+	msgs := platform.FoldMessages(entries)
+	if msgs == nil {
+		msgs = []platform.UIMessage{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "last_seq": last})
+}

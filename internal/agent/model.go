@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Roles of Chat Completions messages.
+const (
+	roleSystem    = "system"
+	roleUser      = "user"
+	roleAssistant = "assistant"
+	roleTool      = "tool"
+)
+
+// Error codes of a failed reply.
+const (
+	codeModelError       = "MODEL_ERROR"
+	codeModelUnreachable = "MODEL_UNREACHABLE"
+	codeMaxSteps         = "MAX_STEPS"
+	codeStateError       = "STATE_ERROR"
+)
+
+// message is one Chat Completions message, as sent to the model and as
+// recorded in the conversation file.
+type message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// MarshalJSON writes an assistant message that only calls tools with
+// "content": null, the form every OpenAI-compatible server accepts.
+func (m message) MarshalJSON() ([]byte, error) {
+	type plain message
+	if m.Role == roleAssistant && m.Content == "" && len(m.ToolCalls) > 0 {
+		return json.Marshal(struct {
+			plain
+			Content *string `json:"content"`
+		}{plain: plain(m)})
+	}
+	return json.Marshal(plain(m))
+}
+
+// toolCall is an assistant's request to run one tool.
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function functionCall `json:"function"`
+}
+
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// toolSpec is one function tool offered to the model.
+type toolSpec struct {
+	Type     string       `json:"type"`
+	Function functionSpec `json:"function"`
+}
+
+type functionSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []message     `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+	Tools         []toolSpec    `json:"tools,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// modelError is a model call that failed: Code is codeModelError or
+// codeModelUnreachable. Its text never holds the credential.
+type modelError struct {
+	Code    string
+	Message string
+}
+
+func (e *modelError) Error() string { return e.Message }
+
+// maxErrorBody bounds how much of an error response is quoted.
+const maxErrorBody = 2 << 10
+
+// modelClient posts streaming Chat Completions requests.
+type modelClient struct {
+	url   string // base URL; requests go to url + "/chat/completions"
+	key   string
+	model string
+	http  *http.Client
+}
+
+// stream sends messages and tools to the model and feeds the streamed
+// reply to h as it arrives. It returns what was received even when it
+// fails, so a reply cut off by an interrupt keeps its partial text. A
+// failure is a *modelError unless ctx ended, in which case it wraps
+// ctx's error.
+func (c *modelClient) stream(ctx context.Context, messages []message, tools []toolSpec, h streamHandler) (streamResult, error) {
+	body, err := json.Marshal(chatRequest{
+		Model:         c.model,
+		Messages:      messages,
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
+		Tools:         tools,
+	})
+	if err != nil {
+		return streamResult{}, fmt.Errorf("encode model request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.url, "/")+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return streamResult{}, &modelError{Code: codeModelError, Message: c.redact("model request: " + err.Error())}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return streamResult{}, fmt.Errorf("model request: %w", ctx.Err())
+		}
+		return streamResult{}, &modelError{Code: codeModelUnreachable, Message: c.redact("model unreachable: " + err.Error())}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		msg := fmt.Sprintf("model answered HTTP %d", resp.StatusCode)
+		if detail := errorDetail(b); detail != "" {
+			msg += ": " + detail
+		}
+		return streamResult{}, &modelError{Code: codeModelError, Message: c.redact(msg)}
+	}
+	res, err := parseStream(resp.Body, h)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("model stream: %w", ctx.Err())
+		}
+		var me *modelError
+		if errors.As(err, &me) {
+			me.Message = c.redact(me.Message)
+			return res, me
+		}
+		return res, &modelError{Code: codeModelError, Message: c.redact("model stream: " + err.Error())}
+	}
+	return res, nil
+}
+
+// redact removes the credential from s, in case a server echoes it.
+func (c *modelClient) redact(s string) string {
+	if c.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.key, "[redacted]")
+}
+
+// errorDetail extracts the message of an OpenAI-style error body
+// ({"error":{"message":...}}), or else returns the body as text.
+func errorDetail(b []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && len(e.Error) > 0 {
+		if msg := errorValue(e.Error); msg != "" {
+			return msg
+		}
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// errorValue returns the text of an "error" value: its "message" when it
+// is an object, the string itself, or else its JSON.
+func errorValue(v json.RawMessage) string {
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(v, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}

@@ -1,0 +1,136 @@
+// Package server is the one wiring point of an AstraBox server: from a
+// store, enabled backends and settings it builds the sandbox service, the
+// agent platform with its runners, and the HTTP API. `astrabox serve`, the
+// benchmarks and end-to-end tests all build their server here.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/engine/astrabox"
+	"github.com/astrabox/astrabox/platform/runner"
+	"github.com/astrabox/astrabox/platform/stream"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/vault"
+)
+
+// Config is what a server is built from. Store, Backends and Vault are
+// made by the caller and stay the caller's to close.
+type Config struct {
+	Store store.Store
+	// Backends are the enabled providers by name; DefaultBackend names one
+	// of them; Installed names every backend the build knows.
+	Backends       map[string]sandbox.Provider
+	DefaultBackend string
+	Installed      []string
+	Profiles       map[string]lifecycle.Profile
+	MaxSandboxes   int
+	// APIKeyHash authenticates requests unless Insecure.
+	APIKeyHash [32]byte
+	Insecure   bool
+	SigningKey []byte
+	PublicHost string
+	// Holder names this replica in Session leases (its advertised URL).
+	Holder string
+	Vault  *vault.Ring
+	// Engines are the agent programs served (default: the built-in agent).
+	Engines engine.Registry
+	// ReconcileInterval paces the sandbox reconciler (default 5 s).
+	ReconcileInterval time.Duration
+	// LeaseTTL is a Session lease's lifetime (default 10 s).
+	LeaseTTL time.Duration
+	// SessionIdleTimeout releases idle runtimes whose profile names none.
+	SessionIdleTimeout time.Duration
+	Logger             *slog.Logger
+}
+
+// Server is a wired AstraBox server.
+type Server struct {
+	Sandboxes *lifecycle.Service
+	Platform  *platform.Service
+	Runners   *runner.Manager
+	// Handler serves the whole HTTP API.
+	Handler *api.Server
+
+	cfg    Config
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// New wires a server; Start runs its background work.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || len(cfg.Backends) == 0 || cfg.Vault == nil {
+		return nil, errors.New("server: a store, a backend and a vault are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Engines == nil {
+		cfg.Engines = engine.Registry{astrabox.Kind: astrabox.New()}
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = "local"
+	}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = 5 * time.Second
+	}
+	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
+		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	log := &stream.Log{Store: cfg.Store, Notifier: stream.NewLocal()}
+	plat, err := platform.New(platform.Config{Store: cfg.Store, Sandboxes: svc, Engines: cfg.Engines, Vault: cfg.Vault,
+		Log: log, Logger: cfg.Logger.With("component", "platform")})
+	if err != nil {
+		return nil, err
+	}
+	runners := runner.New(runner.Config{Platform: plat, Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL,
+		IdleTimeout: cfg.SessionIdleTimeout, Logger: cfg.Logger.With("component", "runner")})
+	plat.SetWaker(runners)
+	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Platform: plat, APIKeyHash: cfg.APIKeyHash,
+		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, Logger: cfg.Logger})
+	return &Server{Sandboxes: svc, Platform: plat, Runners: runners, Handler: handler, cfg: cfg}, nil
+}
+
+// Start runs the reconciler, the idempotency sweeper, and re-attaches the
+// runtimes of live Sessions. Close stops them.
+func (s *Server) Start(ctx context.Context) error {
+	ctx, s.stop = context.WithCancel(ctx)
+	s.wg.Go(func() { s.Sandboxes.Reconcile(ctx, s.cfg.ReconcileInterval) })
+	s.wg.Go(func() { s.Handler.ForgetIdempotency(ctx, 10*time.Minute) })
+	if err := s.Runners.ResumeAll(ctx); err != nil {
+		return fmt.Errorf("resume sessions: %w", err)
+	}
+	return nil
+}
+
+// Close stops the background work and the runners; sandboxes and the
+// programs in them keep running, and a new server re-attaches to them.
+func (s *Server) Close() {
+	s.closed.Do(func() {
+		s.Runners.Close()
+		if s.stop != nil {
+			s.stop()
+		}
+		s.wg.Wait()
+	})
+}
+
+// HTTPServer returns an http.Server for the handler with AstraBox's
+// limits.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+}

@@ -1,0 +1,223 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// Agent is the wire form of an Agent.
+type Agent struct {
+	ID             string   `json:"agent_id"`
+	Name           string   `json:"name"`
+	EngineKind     string   `json:"engine_kind"`
+	RuntimeProfile string   `json:"runtime_profile"`
+	Model          string   `json:"model"`
+	Instructions   string   `json:"instructions"`
+	PermissionMode string   `json:"permission_mode"`
+	Tools          []string `json:"tools"`
+	VaultIDs       []string `json:"vault_ids"`
+	Version        int64    `json:"version"`
+	CreatedAt      string   `json:"created_at,omitempty"`
+	UpdatedAt      string   `json:"updated_at,omitempty"`
+}
+
+// AgentRequest is the body of POST /agents and PUT /agents/{id}. Version,
+// when set on PUT, updates only that version.
+type AgentRequest struct {
+	Name           string   `json:"name"`
+	EngineKind     string   `json:"engine_kind"`
+	RuntimeProfile string   `json:"runtime_profile"`
+	Model          string   `json:"model"`
+	Instructions   string   `json:"instructions"`
+	PermissionMode string   `json:"permission_mode"`
+	Tools          []string `json:"tools"`
+	VaultIDs       []string `json:"vault_ids"`
+	Version        *int64   `json:"version,omitempty"`
+}
+
+func toAgent(a *store.Agent) Agent {
+	tools := a.Tools
+	if tools == nil {
+		tools = []string{}
+	}
+	vaults := a.VaultIDs
+	if vaults == nil {
+		vaults = []string{}
+	}
+	return Agent{ID: a.ID, Name: a.Name, EngineKind: a.EngineKind, RuntimeProfile: a.RuntimeProfile, Model: a.Model,
+		Instructions: a.Instructions, PermissionMode: a.PermissionMode, Tools: tools, VaultIDs: vaults, Version: a.Version,
+		CreatedAt: a.CreatedAt.Format(timeFormat), UpdatedAt: a.UpdatedAt.Format(timeFormat)}
+}
+
+const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+// validateAgent checks req against the installed engines and the profile.
+func (s *Service) validateAgent(ctx context.Context, req *AgentRequest) error {
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name == "" || len(req.Name) > 200 {
+		return invalid("name is required (at most 200 characters)")
+	}
+	if req.EngineKind == "" {
+		req.EngineKind = "astrabox"
+	}
+	ad, err := s.cfg.Engines.Get(req.EngineKind)
+	if err != nil {
+		kinds := make([]string, 0, len(s.cfg.Engines))
+		for k := range s.cfg.Engines {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		return sandbox.Errorf(CodeEngineNotInstalled, "engine kind %q is not installed (installed: %s)", req.EngineKind, strings.Join(kinds, ", "))
+	}
+	d := ad.Descriptor()
+	if req.PermissionMode == "" {
+		req.PermissionMode = d.PermissionModes[0]
+	}
+	if !slices.Contains(d.PermissionModes, req.PermissionMode) {
+		return invalid("permission_mode %q is not one of %s for engine kind %s", req.PermissionMode, strings.Join(d.PermissionModes, ", "), req.EngineKind)
+	}
+	for _, t := range req.Tools {
+		if !slices.Contains(d.Tools, t) {
+			return invalid("tool %q is not a tool of engine kind %s (tools: %s)", t, req.EngineKind, strings.Join(d.Tools, ", "))
+		}
+	}
+	if len(req.Instructions) > 64<<10 {
+		return invalid("instructions exceed 64 KiB")
+	}
+	if req.RuntimeProfile == "" {
+		return invalid("runtime_profile is required")
+	}
+	p, err := s.RuntimeProfile(ctx, req.RuntimeProfile)
+	if err != nil {
+		return err
+	}
+	if len(p.EngineKinds) > 0 && !slices.Contains(p.EngineKinds, req.EngineKind) {
+		return invalid("runtime profile %q does not allow engine kind %s (engine_kinds: %s)", p.Name, req.EngineKind, strings.Join(p.EngineKinds, ", "))
+	}
+	if p.Model == nil || p.Model.BaseURL == "" {
+		return invalid("runtime profile %q has no model endpoint (model.base_url)", p.Name)
+	}
+	if req.Model == "" {
+		if len(p.Model.Models) == 0 {
+			return invalid("model is required (the model name sent to the endpoint)")
+		}
+		req.Model = p.Model.Models[0]
+	}
+	if len(p.Model.Models) > 0 && !slices.Contains(p.Model.Models, req.Model) {
+		return invalid("model %q is not offered by runtime profile %q (models: %s)", req.Model, p.Name, strings.Join(p.Model.Models, ", "))
+	}
+	if len(req.VaultIDs) > 0 {
+		return invalid("vault_ids: credential vaults are not available in this version")
+	}
+	return nil
+}
+
+// CreateAgent validates and stores a new Agent.
+func (s *Service) CreateAgent(ctx context.Context, req AgentRequest) (Agent, error) {
+	if err := s.validateAgent(ctx, &req); err != nil {
+		return Agent{}, err
+	}
+	now := s.stamp()
+	a := &store.Agent{ID: NewID("agt", now), Name: req.Name, EngineKind: req.EngineKind, RuntimeProfile: req.RuntimeProfile,
+		Model: req.Model, Instructions: req.Instructions, PermissionMode: req.PermissionMode, Tools: req.Tools, VaultIDs: req.VaultIDs,
+		CreatedAt: now, UpdatedAt: now}
+	if err := s.st.CreateAgent(ctx, a); err != nil {
+		return Agent{}, fmt.Errorf("create agent: %w", err)
+	}
+	return toAgent(a), nil
+}
+
+// GetAgent returns an Agent or AGENT_NOT_FOUND.
+func (s *Service) GetAgent(ctx context.Context, id string) (Agent, error) {
+	a, err := s.agent(ctx, id)
+	if err != nil {
+		return Agent{}, err
+	}
+	return toAgent(a), nil
+}
+
+func (s *Service) agent(ctx context.Context, id string) (*store.Agent, error) {
+	a, err := s.st.GetAgent(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
+	return a, nil
+}
+
+// UpdateAgent replaces an Agent's fields; with req.Version it updates only
+// that version (VERSION_CONFLICT otherwise).
+func (s *Service) UpdateAgent(ctx context.Context, id string, req AgentRequest) (Agent, error) {
+	if err := s.validateAgent(ctx, &req); err != nil {
+		return Agent{}, err
+	}
+	for {
+		a, err := s.agent(ctx, id)
+		if err != nil {
+			return Agent{}, err
+		}
+		if req.Version != nil && *req.Version != a.Version {
+			return Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s is at version %d, not %d", id, a.Version, *req.Version)
+		}
+		a.Name, a.EngineKind, a.RuntimeProfile, a.Model = req.Name, req.EngineKind, req.RuntimeProfile, req.Model
+		a.Instructions, a.PermissionMode, a.Tools, a.VaultIDs = req.Instructions, req.PermissionMode, req.Tools, req.VaultIDs
+		a.UpdatedAt = s.stamp()
+		err = s.st.UpdateAgent(ctx, a)
+		if errors.Is(err, store.ErrConflict) && req.Version == nil {
+			continue // changed meanwhile: replace the newer record
+		}
+		if errors.Is(err, store.ErrConflict) {
+			return Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s changed meanwhile", id)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return Agent{}, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+		}
+		if err != nil {
+			return Agent{}, fmt.Errorf("update agent: %w", err)
+		}
+		return toAgent(a), nil
+	}
+}
+
+// DeleteAgent removes an Agent. Its Sessions stay readable; new inputs to
+// them fail with AGENT_NOT_FOUND.
+func (s *Service) DeleteAgent(ctx context.Context, id string) error {
+	err := s.st.DeleteAgent(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+	}
+	if err != nil {
+		return fmt.Errorf("delete agent: %w", err)
+	}
+	return nil
+}
+
+// ListAgents pages Agents by id: up to limit after cursor, and the cursor
+// of the next page ("" at the end).
+func (s *Service) ListAgents(ctx context.Context, cursor string, limit int) ([]Agent, string, error) {
+	if limit <= 0 || limit > 200 {
+		limit = 50
+	}
+	as, err := s.st.ListAgents(ctx, cursor, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list agents: %w", err)
+	}
+	next := ""
+	if len(as) > limit {
+		as = as[:limit]
+		next = as[limit-1].ID
+	}
+	out := make([]Agent, len(as))
+	for i, a := range as {
+		out[i] = toAgent(a)
+	}
+	return out, next, nil
+}

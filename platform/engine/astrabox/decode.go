@@ -1,0 +1,130 @@
+package astrabox
+
+import (
+	"encoding/json"
+
+	"github.com/astrabox/astrabox/platform/engine"
+)
+
+// event is one line of the agent's stdout (docs/agent-protocol.md); the
+// fields used depend on Type.
+type event struct {
+	Type           string          `json:"type"`
+	ID             string          `json:"id"`
+	Name           string          `json:"name"`
+	Delta          string          `json:"delta"`
+	Input          json.RawMessage `json:"input"`
+	Output         json.RawMessage `json:"output"`
+	Error          json.RawMessage `json:"error"`
+	Reason         string          `json:"reason"`
+	State          string          `json:"state"`
+	InteractionID  string          `json:"interaction_id"`
+	ToolCallID     string          `json:"tool_call_id"`
+	InputID        string          `json:"input_id"`
+	Outcome        string          `json:"outcome"`
+	FinishReason   string          `json:"finish_reason"`
+	Usage          engine.Usage    `json:"usage"`
+	ConversationID string          `json:"conversation_id"`
+	Resumed        bool            `json:"resumed"`
+	Inputs         []string        `json:"inputs"`
+	Bytes          int64           `json:"bytes"`
+	Message        string          `json:"message"`
+}
+
+// decoder translates the agent's events into UI chunks and control events.
+type decoder struct{}
+
+// frame returns a Frame event of the UI chunk fields.
+func frame(fields map[string]any) engine.Event {
+	b, _ := json.Marshal(fields)
+	return engine.Event{Kind: engine.Frame, Chunk: b}
+}
+
+// Decode implements engine.Decoder.
+func (d *decoder) Decode(raw []byte) []engine.Event {
+	var ev event
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.Type == "" {
+		return []engine.Event{{Kind: engine.Diagnostic, Text: string(raw)}}
+	}
+	switch ev.Type {
+	case "ready":
+		return []engine.Event{
+			{Kind: engine.NativeKey, Key: ev.ConversationID, Resumed: ev.Resumed, Consumed: ev.Inputs},
+			{Kind: engine.StateChanged, State: engine.StateIdle},
+		}
+	case "input.received":
+		return []engine.Event{{Kind: engine.InputReceived, InputID: ev.ID}}
+	case "input.consumed":
+		return []engine.Event{{Kind: engine.InputConsumed, InputID: ev.ID}}
+	case "state":
+		return []engine.Event{{Kind: engine.StateChanged, State: ev.State}}
+	case "step.start":
+		return []engine.Event{frame(map[string]any{"type": "start-step"})}
+	case "step.finish":
+		return []engine.Event{frame(map[string]any{"type": "finish-step"})}
+	case "text.start", "text.end", "reasoning.start", "reasoning.end":
+		return []engine.Event{frame(map[string]any{"type": dash(ev.Type), "id": ev.ID})}
+	case "text.delta", "reasoning.delta":
+		return []engine.Event{frame(map[string]any{"type": dash(ev.Type), "id": ev.ID, "delta": ev.Delta})}
+	case "tool.start":
+		return []engine.Event{frame(map[string]any{"type": "tool-input-start", "toolCallId": ev.ID, "toolName": ev.Name, "dynamic": true})}
+	case "tool.call":
+		return []engine.Event{frame(map[string]any{"type": "tool-input-available", "toolCallId": ev.ID, "toolName": ev.Name, "input": orNull(ev.Input), "dynamic": true})}
+	case "tool.result":
+		return []engine.Event{frame(map[string]any{"type": "tool-output-available", "toolCallId": ev.ID, "output": orNull(ev.Output), "dynamic": true})}
+	case "tool.error":
+		return []engine.Event{frame(map[string]any{"type": "tool-output-error", "toolCallId": ev.ID, "errorText": errorText(ev.Error), "dynamic": true})}
+	case "tool.denied":
+		return []engine.Event{frame(map[string]any{"type": "tool-output-denied", "toolCallId": ev.ID})}
+	case "approval.request":
+		return []engine.Event{
+			frame(map[string]any{"type": "tool-approval-request", "approvalId": ev.InteractionID, "toolCallId": ev.ToolCallID}),
+			{Kind: engine.InteractionRequested, Interaction: &engine.Interaction{
+				ID: ev.InteractionID, Kind: "approval", ToolCallID: ev.ToolCallID, ToolName: ev.Name, Input: ev.Input}},
+		}
+	case "turn.end":
+		end := &engine.ReplyEnd{InputID: ev.InputID, Outcome: ev.Outcome, FinishReason: ev.FinishReason, Usage: ev.Usage}
+		if len(ev.Error) > 0 && string(ev.Error) != "null" {
+			var e struct{ Code, Message string }
+			_ = json.Unmarshal(ev.Error, &e)
+			end.ErrorCode, end.ErrorMessage = e.Code, e.Message
+		}
+		return []engine.Event{{Kind: engine.ReplyEnded, End: end}}
+	case "state.saved":
+		return []engine.Event{{Kind: engine.StateGrew, Bytes: ev.Bytes}}
+	case "log":
+		return []engine.Event{{Kind: engine.Diagnostic, Text: ev.Message}}
+	}
+	return []engine.Event{{Kind: engine.Diagnostic, Text: string(raw)}}
+}
+
+// dash turns "text.delta" into "text-delta".
+func dash(t string) string {
+	b := []byte(t)
+	for i, c := range b {
+		if c == '.' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+func orNull(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 {
+		return json.RawMessage("null")
+	}
+	return m
+}
+
+// errorText reads a tool error, a string or {message}.
+func errorText(m json.RawMessage) string {
+	var s string
+	if json.Unmarshal(m, &s) == nil {
+		return s
+	}
+	var e struct{ Message string }
+	if json.Unmarshal(m, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return string(m)
+}

@@ -1,0 +1,214 @@
+// Package runner holds Sessions' runtimes: for each Session with work it
+// takes the Session's lease, builds or re-attaches the sandbox and the
+// agent program in it, delivers inputs in order, reads the program's
+// output by byte offset, records what the program reports in the durable
+// log, and releases the runtime when it idles. One goroutine owns each
+// Session's state; everything else talks to it through channels.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// Config configures a Manager.
+type Config struct {
+	Platform *platform.Service
+	// Holder names this replica in leases (its advertised URL).
+	Holder string
+	// LeaseTTL is a Session lease's lifetime (default 10 s), renewed every
+	// third of it.
+	LeaseTTL time.Duration
+	// IdleTimeout releases a runtime idle this long when its profile names
+	// no idle timeout (default 30 minutes).
+	IdleTimeout time.Duration
+	// ModelClient forwards model traffic (default: a client without a
+	// total timeout; streams are long).
+	ModelClient *http.Client
+	Logger      *slog.Logger
+}
+
+// Manager runs the runners of this replica. It implements platform.Waker.
+type Manager struct {
+	cfg  Config
+	p    *platform.Service
+	st   store.Store
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	runners map[string]*runner
+	wg      sync.WaitGroup
+}
+
+// New returns a Manager; Close stops its runners.
+func New(cfg Config) *Manager {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ModelClient == nil {
+		cfg.ModelClient = &http.Client{}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, p: cfg.Platform, st: cfg.Platform.Store(), log: cfg.Logger, ctx: ctx, stop: stop, runners: map[string]*runner{}}
+}
+
+// Wake implements platform.Waker: it starts the Session's runner if none
+// runs here, and pokes it.
+func (m *Manager) Wake(sessionID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx.Err() != nil {
+		return
+	}
+	r := m.runners[sessionID]
+	if r == nil {
+		r = newRunner(m, sessionID)
+		m.runners[sessionID] = r
+		m.wg.Go(func() {
+			r.run()
+			m.mu.Lock()
+			if m.runners[sessionID] == r {
+				delete(m.runners, sessionID)
+			}
+			m.mu.Unlock()
+			// Work that came while the runner was ending gets a new one.
+			select {
+			case <-r.wake:
+				if r.ctx.Err() == nil || m.ctx.Err() == nil {
+					m.Wake(sessionID)
+				}
+			default:
+			}
+		})
+	}
+	r.poke()
+}
+
+func (m *Manager) get(sessionID string) *runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runners[sessionID]
+}
+
+// Interrupt implements platform.Waker.
+func (m *Manager) Interrupt(ctx context.Context, sessionID string) (bool, error) {
+	r := m.get(sessionID)
+	if r == nil {
+		return false, nil
+	}
+	res := make(chan bool, 1)
+	select {
+	case r.interrupts <- res:
+	case <-r.done:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case ok := <-res:
+		return ok, nil
+	case <-r.done:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// Answer implements platform.Waker.
+func (m *Manager) Answer(ctx context.Context, sessionID string, a engine.Answer) error {
+	r := m.get(sessionID)
+	if r == nil {
+		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open: the session has no live runtime", a.InteractionID)
+	}
+	req := answerReq{answer: a, res: make(chan error, 1)}
+	select {
+	case r.answers <- req:
+	case <-r.done:
+		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open", a.InteractionID)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.res:
+		return err
+	case <-r.done:
+		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open", a.InteractionID)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release implements platform.Waker: it stops the Session's runner and
+// deletes its sandbox.
+func (m *Manager) Release(ctx context.Context, sessionID string) error {
+	if r := m.get(sessionID); r != nil {
+		r.shutdown(true)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	rec, err := m.st.GetSession(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release session: %w", err)
+	}
+	if rec.SandboxID != "" {
+		if err := m.p.Sandboxes().Delete(ctx, rec.SandboxID, "session deleted"); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+			return fmt.Errorf("release session sandbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// ResumeAll wakes every Session that has a runtime or work, so that a
+// restarted server re-attaches to running programs and answers queued
+// inputs.
+func (m *Manager) ResumeAll(ctx context.Context) error {
+	recs, err := m.st.ListSessions(ctx, store.SessionFilter{States: []string{platform.StateCreating, platform.StateReady,
+		platform.StateBusy, platform.StateInterrupting, platform.StateRecoveryRequired}})
+	if err != nil {
+		return fmt.Errorf("resume sessions: %w", err)
+	}
+	for _, rec := range recs {
+		m.Wake(rec.ID)
+	}
+	return nil
+}
+
+// Close stops every runner, leaving programs and sandboxes running (a new
+// server re-attaches to them) and releasing leases.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.stop()
+	rs := make([]*runner, 0, len(m.runners))
+	for _, r := range m.runners {
+		rs = append(rs, r)
+	}
+	m.mu.Unlock()
+	for _, r := range rs {
+		r.shutdown(false)
+	}
+	m.wg.Wait()
+}

@@ -1,0 +1,130 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/astrabox/astrabox/lifecycle"
+)
+
+// maxModelRequest bounds one request body from the box.
+const maxModelRequest = 32 << 20
+
+// modelProxy is a box's model path: it serves the in-box end of a tunnel,
+// checks the session's placeholder credential and forwards to the
+// profile's endpoint with the real key, which never enters the box.
+type modelProxy struct {
+	placeholder string
+	base        string
+	key         string
+	client      *http.Client
+	ln          net.Listener
+	srv         *http.Server
+}
+
+// startModel opens the box's model tunnel and serves it.
+func (r *runner) startModel(ctx context.Context, rt *runtime, prof lifecycle.Profile) error {
+	if prof.Model == nil || prof.Model.BaseURL == "" {
+		return fmt.Errorf("runtime profile %q has no model endpoint", prof.Name)
+	}
+	key, err := r.m.p.ModelKey(prof)
+	if err != nil {
+		return err
+	}
+	ln, err := rt.ex.Tunnel(ctx, ModelListen)
+	if err != nil {
+		return fmt.Errorf("open model tunnel: %w", err)
+	}
+	mp := &modelProxy{placeholder: rt.rec.Placeholder, base: strings.TrimRight(prof.Model.BaseURL, "/"), key: key,
+		client: r.m.cfg.ModelClient, ln: ln}
+	mp.srv = &http.Server{Handler: mp, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = mp.srv.Serve(ln) }()
+	rt.model = mp
+	return nil
+}
+
+func (mp *modelProxy) close() {
+	_ = mp.srv.Close()
+	_ = mp.ln.Close()
+}
+
+func modelError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":"astrabox_model_path"}}`, msg)
+}
+
+// ServeHTTP forwards one model request.
+func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Header.Get("Authorization") != "Bearer "+mp.placeholder {
+		modelError(w, http.StatusUnauthorized, "invalid session credential")
+		return
+	}
+	rest, ok := strings.CutPrefix(req.URL.Path, "/v1")
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		modelError(w, http.StatusNotFound, "the model path serves /v1/...")
+		return
+	}
+	target := mp.base + rest
+	if req.URL.RawQuery != "" {
+		target += "?" + req.URL.RawQuery
+	}
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, target, http.MaxBytesReader(w, req.Body, maxModelRequest))
+	if err != nil {
+		modelError(w, http.StatusBadGateway, "bad model request")
+		return
+	}
+	for _, h := range []string{"Content-Type", "Accept", "Accept-Encoding", "OpenAI-Beta"} {
+		if v := req.Header.Get(h); v != "" {
+			out.Header.Set(h, v)
+		}
+	}
+	out.ContentLength = req.ContentLength
+	if mp.key != "" {
+		out.Header.Set("Authorization", "Bearer "+mp.key)
+	}
+	resp, err := mp.client.Do(out)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			modelError(w, http.StatusRequestEntityTooLarge, "model request too large")
+			return
+		}
+		// The error text may name the endpoint; it never holds the key,
+		// which travels only in a header.
+		modelError(w, http.StatusBadGateway, "model endpoint unreachable")
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Content-Encoding", "Cache-Control", "X-Request-Id", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	execdclient "github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// recoverFromLog rebuilds the turn state from the log, which is written
+// before the input and session records: an open turn.started is the reply
+// in progress, and input records that lag behind the log are brought up to
+// it.
+func (r *runner) recoverFromLog(ctx context.Context) error {
+	entries, err := r.m.st.ReadStream(ctx, r.id, 0, 0)
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	logState := map[string]string{}
+	var open *turn
+	for _, e := range entries {
+		switch e.Type {
+		case "input.delivered":
+			if logState[e.InputID] == "" || logState[e.InputID] == store.InputAccepted {
+				logState[e.InputID] = store.InputDelivered
+			}
+		case "input.accepted":
+			logState[e.InputID] = store.InputAccepted
+		case "turn.started":
+			logState[e.InputID] = store.InputConsumed
+			open = &turn{id: e.TurnID, inputID: e.InputID, messageID: "msg_" + e.InputID}
+		case "turn.ended":
+			var p struct {
+				Outcome string `json:"outcome"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			logState[e.InputID] = store.InputAnswered
+			if p.Outcome == engine.OutcomeFailed {
+				logState[e.InputID] = store.InputFailed
+			}
+			if open != nil && open.inputID == e.InputID {
+				open = nil
+			}
+		case "input.failed":
+			logState[e.InputID] = store.InputFailed
+		}
+	}
+	r.turn = open
+	ins, err := r.m.st.ListInputs(ctx, r.id)
+	if err != nil {
+		return fmt.Errorf("list inputs: %w", err)
+	}
+	rank := map[string]int{store.InputAccepted: 0, store.InputDelivered: 1, store.InputConsumed: 2, store.InputAnswered: 3, store.InputFailed: 3}
+	for _, in := range ins {
+		want, ok := logState[in.ID]
+		if !ok || rank[want] <= rank[in.State] {
+			continue
+		}
+		if _, err := r.m.st.SetInputState(ctx, in.ID, want, "", in.State); err != nil && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("catch input up with the log: %w", err)
+		}
+	}
+	return nil
+}
+
+// lost handles a runtime that is gone (sandbox deleted, expired, program
+// exited): the reply in progress fails with SANDBOX_GONE and is never
+// re-sent; the Session shows RECOVERY_REQUIRED until the next input
+// rebuilds it. Accepted and delivered inputs stay for the replacement.
+func (r *runner) lost(ctx context.Context, reason string) error {
+	var boxID string
+	if r.rt != nil {
+		boxID = r.rt.box.ID
+		r.closeRuntime()
+	} else if s, err := r.m.st.GetSession(ctx, r.id); err == nil {
+		boxID = s.SandboxID
+	}
+	r.log.Info("session runtime lost", "reason", reason, "sandbox_id", boxID)
+	consumed, err := r.m.st.ListInputs(ctx, r.id, store.InputConsumed)
+	if err != nil {
+		return fmt.Errorf("list inputs: %w", err)
+	}
+	for _, in := range consumed {
+		if err := r.failInput(ctx, in, "SANDBOX_GONE", "the sandbox running this reply was lost"); err != nil {
+			return err
+		}
+	}
+	r.turn = nil
+	if boxID != "" {
+		del, cancel := context.WithTimeout(ctx, time.Minute)
+		err := r.m.p.Sandboxes().Delete(del, boxID, "session runtime lost")
+		cancel()
+		if err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+			r.log.Warn("delete lost runtime's sandbox", "sandbox_id", boxID, "err", err)
+		}
+	}
+	return r.setState(ctx, platform.StateRecoveryRequired, reason, func(s *store.Session) {
+		s.SandboxID, s.Runtime, s.CurrentTurnID, s.PendingInteraction = "", nil, "", nil
+	})
+}
+
+// buildFailed answers the pending inputs with a failed reply each (the
+// user sees why) and leaves the Session RECOVERY_REQUIRED; the next input
+// tries again.
+func (r *runner) buildFailed(ctx context.Context, pending []*store.Input, err error) (bool, error) {
+	code, msg := string(sandbox.CodeOf(err)), sandbox.MessageOf(err)
+	if sandbox.CodeOf(err) == sandbox.CodeInternal {
+		msg = "the runtime could not be started (see the server log)"
+	}
+	r.log.Warn("session runtime could not be built", "err", err)
+	for _, in := range pending {
+		r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID}
+		es := []store.LogEntry{
+			r.control("turn.started", map[string]any{"input_id": in.ID}),
+			r.chunk(map[string]any{"type": "data-turn-accepted", "data": map[string]any{"turnId": in.TurnID, "inputId": in.ID}}),
+			r.chunk(map[string]any{"type": "start", "messageId": r.turn.messageID, "messageMetadata": map[string]any{"turn_id": in.TurnID, "input_id": in.ID}}),
+		}
+		if _, err := r.append(ctx, es...); err != nil {
+			return false, err
+		}
+		if err := r.failInput(ctx, in, code, msg); err != nil {
+			return false, err
+		}
+	}
+	return false, r.setState(ctx, platform.StateRecoveryRequired, "runtime could not be started: "+msg, func(s *store.Session) {
+		s.SandboxID, s.Runtime, s.CurrentTurnID = "", nil, ""
+	})
+}
+
+// releaseIdle saves the native state, deletes the sandbox and leaves the
+// Session TERMINATED; the next input re-creates the runtime.
+func (r *runner) releaseIdle(ctx context.Context) error {
+	if err := r.mirrorNative(ctx); err != nil {
+		return err
+	}
+	boxID := r.rt.box.ID
+	r.closeRuntime()
+	if err := r.m.p.Sandboxes().Delete(ctx, boxID, "session idle"); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		r.log.Warn("delete idle session's sandbox", "sandbox_id", boxID, "err", err)
+	}
+	r.log.Info("idle session runtime released", "sandbox_id", boxID)
+	return r.setState(ctx, platform.StateTerminated, "idle", func(s *store.Session) { s.SandboxID, s.Runtime = "", nil })
+}
+
+// interrupt asks the program to stop the reply in progress.
+func (r *runner) interrupt(ctx context.Context) bool {
+	if r.turn == nil || r.rt == nil {
+		return false
+	}
+	b, err := r.rt.adapter.EncodeInterrupt()
+	if err != nil || r.writeStdin(ctx, b) != nil {
+		return false
+	}
+	if !r.turn.interrupting {
+		r.turn.interrupting = true
+		if err := r.setState(ctx, platform.StateInterrupting, "interrupt requested", nil); err != nil {
+			r.log.Warn("record interrupt", "err", err)
+		}
+	}
+	return true
+}
+
+// answer passes an answer to the program.
+func (r *runner) answer(ctx context.Context, a engine.Answer) error {
+	s, err := r.m.st.GetSession(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	var pending engine.Interaction
+	if r.rt == nil || len(s.PendingInteraction) == 0 || json.Unmarshal(s.PendingInteraction, &pending) != nil || pending.ID != a.InteractionID {
+		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open", a.InteractionID)
+	}
+	b, err := r.rt.adapter.EncodeAnswer(a)
+	if err != nil {
+		return sandbox.Errorf(platform.CodeInvalid, "%s", err.Error())
+	}
+	if err := r.writeStdin(ctx, b); err != nil {
+		return sandbox.Errorf(sandbox.CodeUnavailable, "the session's runtime is not reachable")
+	}
+	if _, err := r.append(ctx, r.control("interaction.answered", map[string]any{"interaction_id": a.InteractionID,
+		"decision": a.Decision, "comment": a.Comment, "answers": a.Answers})); err != nil {
+		return err
+	}
+	_, err = r.updateSession(ctx, func(s *store.Session) { s.PendingInteraction = nil })
+	return err
+}
+
+// mirrorNative copies what the program's native state file gained since
+// the last save into the store, fenced by the lease.
+func (r *runner) mirrorNative(ctx context.Context) error {
+	if r.rt == nil || r.rt.rec.StatePath == "" {
+		return nil
+	}
+	body, err := r.rt.ex.Download(ctx, r.rt.rec.StatePath, r.nativeSize, 0)
+	if err != nil {
+		switch execdclient.CodeOf(err) {
+		case sandbox.CodeRangeNotSatisfiable, sandbox.CodeFileNotFound:
+			return nil // nothing new
+		}
+		r.log.Info("read native state", "err", err)
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(body, 256<<20))
+	body.Close()
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	size, err := r.m.st.AppendNativeState(ctx, r.id, r.epoch, r.nativeSize, data)
+	if err != nil {
+		return fmt.Errorf("save native state: %w", err)
+	}
+	r.nativeSize = size
+	_, err = r.append(ctx, r.control("native_state.saved", map[string]any{"bytes": size}))
+	return err
+}

@@ -1,0 +1,312 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/store"
+)
+
+type answerReq struct {
+	answer engine.Answer
+	res    chan error
+}
+
+// runner holds one Session's runtime. Only its run goroutine touches the
+// session record, the live runtime and the turn state.
+type runner struct {
+	m   *Manager
+	id  string
+	log *slog.Logger
+
+	wake       chan struct{}
+	interrupts chan chan bool
+	answers    chan answerReq
+	done       chan struct{}
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	stopOnce  sync.Once
+	releaseRT atomic.Bool // set by shutdown(true): delete the sandbox too
+
+	epoch int64
+	rt    *runtime
+	turn  *turn // the reply in progress, if any
+	// nativeSize is how many bytes of native state the store holds.
+	nativeSize int64
+	lastActive time.Time
+}
+
+// turn is the reply in progress.
+type turn struct {
+	id, inputID, messageID string
+	interrupting           bool
+}
+
+func newRunner(m *Manager, id string) *runner {
+	ctx, cancel := context.WithCancel(m.ctx)
+	return &runner{m: m, id: id, log: m.log.With("session_id", id), wake: make(chan struct{}, 1),
+		interrupts: make(chan chan bool), answers: make(chan answerReq), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+}
+
+func (r *runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shutdown stops the runner; with release it also ends the program.
+func (r *runner) shutdown(release bool) {
+	r.stopOnce.Do(func() {
+		r.releaseRT.Store(release)
+		r.cancel()
+	})
+}
+
+// run is the runner's life: lease, then serve the Session until it has
+// nothing left to do, its lease is lost or the manager stops.
+func (r *runner) run() {
+	defer close(r.done)
+	defer r.cancel()
+	lease, err := r.m.st.AcquireLease(r.ctx, r.id, r.m.cfg.Holder, r.m.cfg.LeaseTTL)
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			r.log.Debug("session held elsewhere", "err", err)
+		} else if r.ctx.Err() == nil {
+			r.log.Warn("acquire session lease", "err", err)
+		}
+		return
+	}
+	r.epoch = lease.Epoch
+	renewDone := make(chan struct{})
+	go r.renew(renewDone)
+	defer func() {
+		r.cancel() // ends renew
+		<-renewDone
+		rel, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = r.m.st.ReleaseLease(rel, r.id, r.m.cfg.Holder, r.epoch)
+	}()
+	defer r.closeRuntime()
+	if err := r.recoverFromLog(r.ctx); err != nil {
+		r.log.Warn("recover session state from its log", "err", err)
+		return
+	}
+	r.lastActive = time.Now()
+	for {
+		more, err := r.step()
+		if err != nil {
+			if r.ctx.Err() == nil && !errors.Is(err, store.ErrFenced) {
+				r.log.Warn("session runner stopped", "err", err)
+			}
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// renew keeps the lease until the runner ends; a lost lease stops it.
+func (r *runner) renew(done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(r.m.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+			_, err := r.m.st.RenewLease(r.ctx, r.id, r.m.cfg.Holder, r.epoch, r.m.cfg.LeaseTTL)
+			if errors.Is(err, store.ErrFenced) {
+				r.log.Warn("session lease lost to another holder; stopping")
+				r.cancel()
+				return
+			}
+			if err != nil && r.ctx.Err() == nil {
+				r.log.Warn("renew session lease", "err", err)
+			}
+		}
+	}
+}
+
+// step does one round: make sure a runtime exists if there is work,
+// deliver pending inputs, then wait for something to happen. It returns
+// false when the runner should end.
+func (r *runner) step() (bool, error) {
+	ctx := r.ctx
+	sess, err := r.m.st.GetSession(ctx, r.id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get session: %w", err)
+	}
+	if sess.State == platform.StateDeleted {
+		return false, nil
+	}
+	pending, err := r.m.st.ListInputs(ctx, r.id, store.InputAccepted, store.InputDelivered)
+	if err != nil {
+		return false, fmt.Errorf("list inputs: %w", err)
+	}
+	if r.rt == nil {
+		switch {
+		case sess.SandboxID != "" && len(sess.Runtime) > 0:
+			if err := r.attach(ctx, sess); err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				r.log.Info("runtime cannot be re-attached; recovering", "err", err)
+				if err := r.lost(ctx, "runtime lost: "+err.Error()); err != nil {
+					return false, err
+				}
+				return true, nil
+			}
+		case len(pending) > 0 || sess.State == platform.StateCreating:
+			if err := r.build(ctx, sess); err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				return r.buildFailed(ctx, pending, err)
+			}
+		default:
+			r.log.Debug("session runner idle: no runtime and no input", "state", sess.State)
+			return false, nil // nothing to do: a released or lost runtime waits for input
+		}
+	}
+	if err := r.deliver(ctx, pending); err != nil {
+		return false, err
+	}
+	return r.wait(ctx)
+}
+
+// wait handles the runtime's events and requests until a change needs a
+// new step.
+func (r *runner) wait(ctx context.Context) (bool, error) {
+	idle := time.NewTimer(r.idleTimeout())
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-r.wake:
+			return true, nil
+		case batch := <-r.rt.events:
+			if err := r.handle(ctx, batch); err != nil {
+				return false, err
+			}
+			r.lastActive = time.Now()
+			if !idle.Stop() {
+				select {
+				case <-idle.C:
+				default:
+				}
+			}
+			idle.Reset(r.idleTimeout())
+		case err := <-r.rt.ended:
+			if err := r.drain(ctx); err != nil {
+				return false, err
+			}
+			if err := r.lost(ctx, err.Error()); err != nil {
+				return false, err
+			}
+			return true, nil
+		case res := <-r.interrupts:
+			res <- r.interrupt(ctx)
+		case req := <-r.answers:
+			req.res <- r.answer(ctx, req.answer)
+		case <-idle.C:
+			if r.turn != nil {
+				idle.Reset(r.idleTimeout())
+				continue
+			}
+			pending, err := r.m.st.ListInputs(ctx, r.id, store.InputAccepted, store.InputDelivered)
+			if err != nil {
+				return false, err
+			}
+			if len(pending) > 0 {
+				return true, nil
+			}
+			return false, r.releaseIdle(ctx)
+		}
+	}
+}
+
+// drain handles events the reader sent before it ended.
+func (r *runner) drain(ctx context.Context) error {
+	for {
+		select {
+		case batch := <-r.rt.events:
+			if err := r.handle(ctx, batch); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+func (r *runner) idleTimeout() time.Duration {
+	if r.rt != nil && r.rt.idle > 0 {
+		return r.rt.idle
+	}
+	return r.m.cfg.IdleTimeout
+}
+
+// updateSession applies fn to the current record and stores it, retrying
+// on a concurrent update.
+func (r *runner) updateSession(ctx context.Context, fn func(*store.Session)) (*store.Session, error) {
+	for {
+		s, err := r.m.st.GetSession(ctx, r.id)
+		if err != nil {
+			return nil, fmt.Errorf("get session: %w", err)
+		}
+		fn(s)
+		s.UpdatedAt = time.Time{}
+		err = r.m.st.UpdateSession(ctx, s)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("update session: %w", err)
+		}
+		return s, nil
+	}
+}
+
+// setState moves the Session to state, logging state.changed when it
+// changes; more edits the record in the same update.
+func (r *runner) setState(ctx context.Context, state, reason string, more func(*store.Session)) error {
+	var from string
+	if _, err := r.updateSession(ctx, func(s *store.Session) {
+		from = s.State
+		if s.State != platform.StateDeleted {
+			s.State = state
+		}
+		if more != nil {
+			more(s)
+		}
+	}); err != nil {
+		return err
+	}
+	if from == state {
+		return nil
+	}
+	payload, _ := json.Marshal(map[string]string{"from": from, "to": state, "reason": reason})
+	_, err := r.append(ctx, store.LogEntry{Type: "state.changed", Payload: payload})
+	return err
+}
+
+// append writes entries fenced by the runner's lease.
+func (r *runner) append(ctx context.Context, entries ...store.LogEntry) ([]store.LogEntry, error) {
+	return r.m.p.Log().Append(ctx, r.id, r.epoch, entries...)
+}

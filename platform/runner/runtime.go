@@ -1,0 +1,372 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	execdclient "github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// ModelListen is where the model path listens inside a box: a loopback
+// address tunnelled to the server, so a box with network none reaches it.
+const ModelListen = "127.0.0.1:44780"
+
+// runtime is a live program in a sandbox.
+type runtime struct {
+	box       *store.Sandbox
+	ex        *execdclient.Client
+	adapter   engine.Adapter
+	rec       record
+	idle      time.Duration
+	sent      map[string]bool // inputs written to the program's stdin
+	events    chan batch
+	ended     chan error
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	model     *modelProxy
+	writeLock sync.Mutex
+}
+
+// record is the Session's re-attach record (store.Session.Runtime).
+type record struct {
+	CommandID   string `json:"command_id"`
+	Placeholder string `json:"placeholder"`
+	StatePath   string `json:"state_path,omitempty"`
+	EngineKind  string `json:"engine_kind"`
+}
+
+// batch is what the reader decoded from one output event: the events of
+// the complete lines and the output offset just after the last of them (0
+// when the event completed no line).
+type batch struct {
+	events []engine.Event
+	source int64
+}
+
+// execd returns an execd client for a sandbox through its backend.
+func (r *runner) execd(ctx context.Context, box *store.Sandbox) (*execdclient.Client, error) {
+	svc := r.m.p.Sandboxes()
+	tok, err := svc.AccessToken(ctx, box)
+	if err != nil {
+		return nil, err
+	}
+	return execdclient.New("http://execd", execdclient.WithToken(tok),
+		execdclient.WithDialer(func(ctx context.Context) (net.Conn, error) { return svc.Dial(ctx, box) })), nil
+}
+
+// resolve reads the Session's current Agent, profile and adapter.
+func (r *runner) resolve(ctx context.Context, sess *store.Session) (*store.Agent, lifecycle.Profile, engine.Adapter, error) {
+	a, err := r.m.st.GetAgent(ctx, sess.AgentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, lifecycle.Profile{}, nil, sandbox.Errorf(platform.CodeAgentNotFound, "agent %q no longer exists", sess.AgentID)
+	}
+	if err != nil {
+		return nil, lifecycle.Profile{}, nil, err
+	}
+	prof, err := r.m.p.RuntimeProfile(ctx, a.RuntimeProfile)
+	if err != nil {
+		return nil, lifecycle.Profile{}, nil, err
+	}
+	ad, err := r.m.p.Engines().Get(a.EngineKind)
+	if err != nil {
+		return nil, lifecycle.Profile{}, nil, sandbox.Errorf(platform.CodeEngineNotInstalled, "engine kind %q is not installed", a.EngineKind)
+	}
+	return a, prof, ad, nil
+}
+
+// build creates (or claims from a warm pool) a sandbox, writes back the
+// native state, and starts the program.
+func (r *runner) build(ctx context.Context, sess *store.Session) error {
+	a, prof, ad, err := r.resolve(ctx, sess)
+	if err != nil {
+		return err
+	}
+	if err := r.setState(ctx, platform.StateCreating, "building runtime", nil); err != nil {
+		return err
+	}
+	noIdle := time.Duration(0)
+	box, err := r.m.p.Sandboxes().Create(ctx, lifecycle.CreateRequest{Profile: prof.Name, IdleTimeout: &noIdle,
+		Metadata: map[string]string{"astrabox.session": sess.ID, "astrabox.agent": a.ID}})
+	if err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			del, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = r.m.p.Sandboxes().Delete(del, box.ID, "runtime build failed")
+		}
+	}()
+	ex, err := r.execd(ctx, box)
+	if err != nil {
+		return err
+	}
+	native, err := r.m.st.NativeState(ctx, sess.ID)
+	if err != nil {
+		return fmt.Errorf("read native state: %w", err)
+	}
+	r.nativeSize = int64(len(native))
+	placeholder := newPlaceholder()
+	launch, err := ad.Launch(engine.Config{SessionID: sess.ID, Model: a.Model, ModelBaseURL: "http://" + ModelListen + "/v1",
+		ModelKey: placeholder, Instructions: a.Instructions, PermissionMode: a.PermissionMode, Tools: a.Tools,
+		NativeKey: sess.NativeKey, Resume: len(native) > 0})
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	files := launch.Files
+	if len(native) > 0 && launch.StatePath != "" {
+		files = append(files, engine.File{Path: launch.StatePath, Content: native, Mode: 0o600})
+	}
+	if err := writeFiles(ctx, ex, files); err != nil {
+		return err
+	}
+	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{},
+		rec: record{Placeholder: placeholder, StatePath: launch.StatePath, EngineKind: a.EngineKind}}
+	if err := r.startModel(ctx, rt, prof); err != nil {
+		return err
+	}
+	env := map[string]string{}
+	for k, v := range launch.Env {
+		env[k] = v
+	}
+	ex2, err := ex.Run(ctx, wire.RunCommandRequest{Command: launch.Command, Cwd: launch.Cwd, Background: true, Stdin: true, Envs: env})
+	if err != nil {
+		rt.model.close()
+		return fmt.Errorf("start program: %w", err)
+	}
+	rt.rec.CommandID = ex2.ID
+	recJSON, _ := json.Marshal(rt.rec)
+	if _, err := r.updateSession(ctx, func(s *store.Session) {
+		s.SandboxID, s.Runtime = box.ID, recJSON
+	}); err != nil {
+		rt.model.close()
+		return err
+	}
+	ok = true
+	r.rt = rt
+	r.startReader(rt, 0)
+	r.log.Info("runtime built", "sandbox_id", box.ID, "engine_kind", a.EngineKind, "resume", len(native) > 0)
+	return nil
+}
+
+// attach re-connects to the program a previous holder started, reading its
+// output from where the log ends.
+func (r *runner) attach(ctx context.Context, sess *store.Session) error {
+	var rec record
+	if err := json.Unmarshal(sess.Runtime, &rec); err != nil || rec.CommandID == "" {
+		return errors.New("no runtime record")
+	}
+	box, err := r.m.p.Sandboxes().Get(ctx, sess.SandboxID)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", sess.SandboxID, err)
+	}
+	if box.State != sandbox.StateRunning {
+		return fmt.Errorf("sandbox %s is %s", box.ID, box.State)
+	}
+	ex, err := r.execd(ctx, box)
+	if err != nil {
+		return err
+	}
+	st, err := ex.Status(ctx, rec.CommandID)
+	if err != nil {
+		return fmt.Errorf("program status: %w", err)
+	}
+	if !st.Running {
+		return errors.New("the program is no longer running")
+	}
+	a, prof, ad, err := r.resolve(ctx, sess)
+	if err != nil {
+		return err
+	}
+	_ = a
+	native, err := r.m.st.NativeState(ctx, sess.ID)
+	if err != nil {
+		return fmt.Errorf("read native state: %w", err)
+	}
+	r.nativeSize = int64(len(native))
+	offset, err := r.m.st.LastSource(ctx, sess.ID)
+	if err != nil {
+		return fmt.Errorf("read log position: %w", err)
+	}
+	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{}, rec: rec}
+	if err := r.startModel(ctx, rt, prof); err != nil {
+		return err
+	}
+	r.rt = rt
+	r.startReader(rt, offset)
+	r.log.Info("runtime re-attached", "sandbox_id", box.ID, "offset", offset)
+	return nil
+}
+
+// startReader follows the program's output from offset, decoding complete
+// lines and sending them to the run goroutine.
+func (r *runner) startReader(rt *runtime, offset int64) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	rt.cancel = cancel
+	rt.events = make(chan batch, 64)
+	rt.ended = make(chan error, 1)
+	dec := rt.adapter.NewDecoder()
+	rt.wg.Go(func() {
+		var partial []byte
+		err := rt.ex.FollowLogs(ctx, rt.rec.CommandID, offset, true, func(ev execdclient.Event) error {
+			switch ev.Type {
+			case wire.EventStdout:
+			case wire.EventStderr:
+				r.log.Debug("program stderr", "text", truncate(ev.Text, 500))
+				return nil
+			case wire.EventComplete:
+				code := -1
+				if ev.ExitCode != nil {
+					code = *ev.ExitCode
+				}
+				return fmt.Errorf("program exited with code %d", code)
+			default:
+				return nil
+			}
+			end, _ := strconv.ParseInt(ev.ID, 10, 64)
+			start := end - int64(len(ev.Text))
+			data := []byte(ev.Text)
+			var b batch
+			pos := 0
+			for {
+				i := bytes.IndexByte(data[pos:], '\n')
+				if i < 0 {
+					break
+				}
+				line := data[pos : pos+i]
+				if len(partial) > 0 {
+					line = append(partial, line...)
+					partial = nil
+				}
+				if len(bytes.TrimSpace(line)) > 0 {
+					b.events = append(b.events, dec.Decode(line)...)
+				}
+				pos += i + 1
+				if end > 0 {
+					b.source = start + int64(pos)
+				}
+			}
+			if pos < len(data) {
+				partial = append(partial, data[pos:]...)
+				if len(partial) > 8<<20 {
+					return errors.New("program wrote a line over 8 MiB")
+				}
+			}
+			if len(b.events) == 0 && b.source == 0 {
+				return nil
+			}
+			select {
+			case rt.events <- b:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("the program's output ended")
+		}
+		rt.ended <- err
+	})
+}
+
+// closeRuntime stops reading and the model path; with releaseRT it also
+// deletes the sandbox.
+func (r *runner) closeRuntime() {
+	rt := r.rt
+	if rt == nil {
+		return
+	}
+	r.rt = nil
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	rt.wg.Wait()
+	if rt.model != nil {
+		rt.model.close()
+	}
+	if r.releaseRT.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = r.m.p.Sandboxes().Delete(ctx, rt.box.ID, "session released")
+	}
+}
+
+// writeStdin writes b to the program's stdin.
+func (r *runner) writeStdin(ctx context.Context, b []byte) error {
+	r.rt.writeLock.Lock()
+	defer r.rt.writeLock.Unlock()
+	return r.rt.ex.WriteStdin(ctx, r.rt.rec.CommandID, bytes.NewReader(b), false)
+}
+
+// deliver writes every pending input the program has not been sent in
+// this runtime, in order.
+func (r *runner) deliver(ctx context.Context, pending []*store.Input) error {
+	for _, in := range pending {
+		if r.rt.sent[in.ID] {
+			continue
+		}
+		b, err := r.rt.adapter.EncodeInput(engine.Input{ID: in.ID, Content: in.Content, Busy: r.turn != nil})
+		if err != nil {
+			return fmt.Errorf("encode input: %w", err)
+		}
+		if err := r.writeStdin(ctx, b); err != nil {
+			r.log.Info("deliver input failed; the runtime will be checked", "input_id", in.ID, "err", err)
+			return nil // the reader notices a lost runtime
+		}
+		r.rt.sent[in.ID] = true
+	}
+	return nil
+}
+
+func newPlaceholder() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "abx-session-" + hex.EncodeToString(b[:])
+}
+
+// writeFiles writes the launch's files into the box, parents first.
+func writeFiles(ctx context.Context, ex *execdclient.Client, files []engine.File) error {
+	for _, f := range files {
+		dir := f.Path[:bytes.LastIndexByte([]byte(f.Path), '/')]
+		if dir != "" {
+			if err := ex.MakeDirs(ctx, map[string]wire.Permission{dir: {Mode: 700}}); err != nil {
+				return fmt.Errorf("create %s: %w", dir, err)
+			}
+		}
+		mode := int(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		octal, _ := strconv.Atoi(strconv.FormatInt(int64(mode), 8))
+		if err := ex.WriteFile(ctx, f.Path, f.Content, octal); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/astrabox/astrabox/store"
+)
+
+// sessionColumns lists the columns scanSession reads, in its order.
+const sessionColumns = `id, agent_id, engine_kind, state, title, current_turn_id,
+	pending_interaction, sandbox_id, runtime, native_key, created_at, updated_at,
+	last_active_at, version`
+
+// scanSession reads one row of sessionColumns.
+func scanSession(row pgx.Row) (*store.Session, error) {
+	var (
+		s                store.Session
+		pending, runtime []byte
+	)
+	if err := row.Scan(&s.ID, &s.AgentID, &s.EngineKind, &s.State, &s.Title, &s.CurrentTurnID,
+		&pending, &s.SandboxID, &runtime, &s.NativeKey, &s.CreatedAt, &s.UpdatedAt,
+		&s.LastActiveAt, &s.Version); err != nil {
+		return nil, err
+	}
+	s.PendingInteraction, s.Runtime = pending, runtime
+	s.CreatedAt = s.CreatedAt.UTC()
+	s.UpdatedAt = s.UpdatedAt.UTC()
+	s.LastActiveAt = s.LastActiveAt.UTC()
+	return &s, nil
+}
+
+// CreateSession inserts s with Version 1 (zero times set to now in s) and
+// creates its log stream, empty with epoch 0, in one transaction; a stream
+// of that name that exists already is kept. ErrConflict if the id exists.
+func (st *Store) CreateSession(ctx context.Context, s *store.Session) error {
+	now := time.Now().UTC()
+	for _, t := range []*time.Time{&s.CreatedAt, &s.UpdatedAt, &s.LastActiveAt} {
+		if t.IsZero() {
+			*t = now
+		}
+	}
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1)
+		ON CONFLICT (id) DO NOTHING`,
+		s.ID, s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID,
+		[]byte(s.PendingInteraction), s.SandboxID, []byte(s.Runtime), s.NativeKey,
+		s.CreatedAt, s.UpdatedAt, s.LastActiveAt)
+	if err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("create session %s: %w", s.ID, store.ErrConflict)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO streams (id, next_seq) VALUES ($1, 1)
+		ON CONFLICT (id) DO NOTHING`, s.ID); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	s.Version = 1
+	return nil
+}
+
+// GetSession returns the record or ErrNotFound.
+func (st *Store) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	s, err := scanSession(st.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get session %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	return s, nil
+}
+
+// UpdateSession replaces the record if its stored Version equals s.Version,
+// then increments s.Version; a zero UpdatedAt is set to now. CreatedAt
+// keeps the stored value, which is written back into s. ErrConflict on
+// another version, ErrNotFound if absent. Of concurrent updates from one
+// Version the row lock lets exactly one pass.
+func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
+	updated := nowIfZero(s.UpdatedAt)
+	var created time.Time
+	err := st.pool.QueryRow(ctx, `UPDATE sessions SET agent_id = $1, engine_kind = $2,
+		state = $3, title = $4, current_turn_id = $5, pending_interaction = $6,
+		sandbox_id = $7, runtime = $8, native_key = $9, updated_at = $10,
+		last_active_at = $11, version = version + 1
+		WHERE id = $12 AND version = $13 RETURNING created_at`,
+		s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID, []byte(s.PendingInteraction),
+		s.SandboxID, []byte(s.Runtime), s.NativeKey, updated, s.LastActiveAt,
+		s.ID, s.Version).Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st.missOrConflict(ctx, "update session",
+			`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, s.ID, s.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt = created.UTC(), updated
+	s.Version++
+	return nil
+}
+
+// DeleteSession removes the record with its inputs (by the foreign key's
+// cascade), its log stream with its lease and its native state, in one
+// transaction; ErrNotFound if absent. Deleting the row first waits for the
+// AcceptInputs under way, which hold it; the native state's size row goes
+// before its chunks, so an append under way is either waited for and
+// removed or comes after, finding no state.
+func (st *Store) DeleteSession(ctx context.Context, id string) error {
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete session %s: %w", id, store.ErrNotFound)
+	}
+	for _, q := range []string{
+		`DELETE FROM streams WHERE id = $1`,
+		`DELETE FROM stream_entries WHERE stream = $1`,
+		`DELETE FROM native_states WHERE session_id = $1`,
+		`DELETE FROM native_state_chunks WHERE session_id = $1`,
+	} {
+		if _, err := tx.Exec(ctx, q, id); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// ListSessions returns the records matching f ordered by ID.
+func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE id > $1 AND ($2 = '' OR agent_id = $2) AND ($3::text[] IS NULL OR state = ANY($3))
+		ORDER BY id LIMIT $4`, f.AfterID, f.AgentID, anyOf(f.States), sqlLimit(int64(f.Limit)))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Session, error) {
+		return scanSession(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,159 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/astrabox/astrabox/store"
+)
+
+// agentColumns lists the columns scanAgent reads, in its order.
+const agentColumns = `id, name, engine_kind, runtime_profile, model, instructions,
+	permission_mode, tools, vault_ids, version, created_at, updated_at`
+
+// scanAgent reads one row of agentColumns.
+func scanAgent(row rowScanner) (*store.Agent, error) {
+	var (
+		a                store.Agent
+		tools, vaults    sql.NullString
+		created, updated int64
+	)
+	if err := row.Scan(&a.ID, &a.Name, &a.EngineKind, &a.RuntimeProfile, &a.Model,
+		&a.Instructions, &a.PermissionMode, &tools, &vaults, &a.Version, &created, &updated); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.Tools, err = decodeStrings(tools); err != nil {
+		return nil, err
+	}
+	if a.VaultIDs, err = decodeStrings(vaults); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromMicros(created)
+	a.UpdatedAt = fromMicros(updated)
+	return &a, nil
+}
+
+// agentArgs returns the values of the columns of agentColumns from name to
+// vault_ids, in order.
+func agentArgs(a *store.Agent) ([]any, error) {
+	tools, err := encodeStrings(a.Tools)
+	if err != nil {
+		return nil, err
+	}
+	vaults, err := encodeStrings(a.VaultIDs)
+	if err != nil {
+		return nil, err
+	}
+	return []any{a.Name, a.EngineKind, a.RuntimeProfile, a.Model, a.Instructions,
+		a.PermissionMode, tools, vaults}, nil
+}
+
+// CreateAgent inserts a with Version 1, first setting its zero CreatedAt
+// and UpdatedAt to now in a; ErrConflict if the id exists.
+func (st *Store) CreateAgent(ctx context.Context, a *store.Agent) error {
+	now := time.Now().UTC()
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = now
+	}
+	if a.UpdatedAt.IsZero() {
+		a.UpdatedAt = now
+	}
+	args, err := agentArgs(a)
+	if err != nil {
+		return fmt.Errorf("create agent: %w", err)
+	}
+	res, err := st.w.ExecContext(ctx, `INSERT INTO agents (`+agentColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		append(append([]any{a.ID}, args...), micros(a.CreatedAt), micros(a.UpdatedAt))...)
+	if err != nil {
+		return fmt.Errorf("create agent: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("create agent: %w", err)
+	} else if n == 0 {
+		return fmt.Errorf("create agent %s: %w", a.ID, store.ErrConflict)
+	}
+	a.Version = 1
+	return nil
+}
+
+// GetAgent returns the record or ErrNotFound.
+func (st *Store) GetAgent(ctx context.Context, id string) (*store.Agent, error) {
+	a, err := scanAgent(st.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get agent %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
+	return a, nil
+}
+
+// UpdateAgent replaces the record if its stored Version equals a.Version,
+// then increments a.Version; a zero UpdatedAt is set to now. CreatedAt
+// keeps the stored value, which is written back into a. ErrConflict on
+// another version, ErrNotFound if absent.
+func (st *Store) UpdateAgent(ctx context.Context, a *store.Agent) error {
+	args, err := agentArgs(a)
+	if err != nil {
+		return fmt.Errorf("update agent: %w", err)
+	}
+	updated := nowIfZero(a.UpdatedAt)
+	var created int64
+	err = st.w.QueryRowContext(ctx, `UPDATE agents SET name = ?, engine_kind = ?,
+		runtime_profile = ?, model = ?, instructions = ?, permission_mode = ?, tools = ?,
+		vault_ids = ?, updated_at = ?, version = version + 1
+		WHERE id = ? AND version = ? RETURNING created_at`,
+		append(args, micros(updated), a.ID, a.Version)...).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st.missOrConflict(ctx, "update agent", `SELECT 1 FROM agents WHERE id = ?`, a.ID, a.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("update agent: %w", err)
+	}
+	a.CreatedAt, a.UpdatedAt = fromMicros(created), updated
+	a.Version++
+	return nil
+}
+
+// DeleteAgent removes the record; ErrNotFound if absent. The agent's
+// sessions are kept.
+func (st *Store) DeleteAgent(ctx context.Context, id string) error {
+	res, err := st.w.ExecContext(ctx, `DELETE FROM agents WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete agent: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("delete agent: %w", err)
+	} else if n == 0 {
+		return fmt.Errorf("delete agent %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// ListAgents returns up to limit records with ID > afterID ordered by ID
+// (limit <= 0: all).
+func (st *Store) ListAgents(ctx context.Context, afterID string, limit int) ([]*store.Agent, error) {
+	rows, err := st.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents
+		WHERE id > ? ORDER BY id LIMIT ?`, afterID, sqlLimit(int64(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,129 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/astrabox/astrabox/store"
+)
+
+// Append adds entries to the stream (creating it if absent) with the next
+// seqs, in one transaction, and returns the seq of the first (with no
+// entries, the seq the next entry will get). With epoch > 0 it is fenced:
+// ErrFenced unless the stream's lease epoch equals epoch. Zero At fields are
+// set to now. Every write goes through the one writer connection, so appends
+// commit in seq order and a reader never sees a later seq before an earlier.
+func (st *Store) Append(ctx context.Context, stream string, epoch int64, entries []store.LogEntry) (int64, error) {
+	tx, err := st.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("append to stream: %w", err)
+	}
+	defer tx.Rollback()
+	first, err := appendEntries(ctx, tx, stream, epoch, entries)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("append to stream: %w", err)
+	}
+	return first, nil
+}
+
+// appendEntries is Append within tx, which the caller commits. The streams
+// row is fenced and its next_seq advanced past the entries (and its
+// max_source raised to theirs) in one statement, so a stale epoch writes
+// nothing and the seqs have no gaps.
+func appendEntries(ctx context.Context, tx *sql.Tx, stream string, epoch int64, entries []store.LogEntry) (int64, error) {
+	k := int64(len(entries))
+	var source int64
+	for _, e := range entries {
+		source = max(source, e.Source)
+	}
+	var (
+		next int64
+		err  error
+	)
+	if epoch == 0 {
+		err = tx.QueryRowContext(ctx, `INSERT INTO streams (id, next_seq, max_source) VALUES (?1, 1 + ?2, ?3)
+			ON CONFLICT (id) DO UPDATE SET next_seq = next_seq + ?2, max_source = max(max_source, ?3)
+			RETURNING next_seq`, stream, k, source).Scan(&next)
+	} else {
+		err = tx.QueryRowContext(ctx, `UPDATE streams SET next_seq = next_seq + ?1,
+			max_source = max(max_source, ?2) WHERE id = ?3 AND lease_epoch = ?4
+			RETURNING next_seq`, k, source, stream, epoch).Scan(&next)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("append to stream %s with epoch %d: %w", stream, epoch, store.ErrFenced)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("append to stream: %w", err)
+	}
+	first := next - k
+	for i, e := range entries {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stream_entries
+			(stream, seq, type, turn_id, input_id, message_id, payload, source, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, stream, first+int64(i), e.Type, e.TurnID,
+			e.InputID, e.MessageID, []byte(e.Payload), e.Source, micros(nowIfZero(e.At))); err != nil {
+			return 0, fmt.Errorf("append to stream: %w", err)
+		}
+	}
+	return first, nil
+}
+
+// ReadStream returns up to limit entries with Seq > afterSeq in order
+// (limit <= 0: all); none for an unknown stream.
+func (st *Store) ReadStream(ctx context.Context, stream string, afterSeq, limit int64) ([]store.LogEntry, error) {
+	rows, err := st.r.QueryContext(ctx, `SELECT seq, type, turn_id, input_id, message_id, payload, source, at
+		FROM stream_entries WHERE stream = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		stream, afterSeq, sqlLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("read stream: %w", err)
+	}
+	defer rows.Close()
+	var out []store.LogEntry
+	for rows.Next() {
+		var (
+			e       store.LogEntry
+			payload []byte
+			at      int64
+		)
+		if err := rows.Scan(&e.Seq, &e.Type, &e.TurnID, &e.InputID, &e.MessageID, &payload, &e.Source, &at); err != nil {
+			return nil, fmt.Errorf("read stream: %w", err)
+		}
+		e.Payload, e.At = payload, fromMicros(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read stream: %w", err)
+	}
+	return out, nil
+}
+
+// StreamHead returns the stream's last seq (0 when empty or unknown).
+func (st *Store) StreamHead(ctx context.Context, stream string) (int64, error) {
+	var head int64
+	err := st.r.QueryRowContext(ctx, `SELECT next_seq - 1 FROM streams WHERE id = ?`, stream).Scan(&head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream head: %w", err)
+	}
+	return head, nil
+}
+
+// LastSource returns the largest Source of the stream's entries (0 when
+// none has one), which appends keep on the stream's row.
+func (st *Store) LastSource(ctx context.Context, stream string) (int64, error) {
+	var source int64
+	err := st.r.QueryRowContext(ctx, `SELECT max_source FROM streams WHERE id = ?`, stream).Scan(&source)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last source: %w", err)
+	}
+	return source, nil
+}
