@@ -2,15 +2,10 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -18,167 +13,45 @@ import (
 
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/internal/fakemodel"
-	"github.com/astrabox/astrabox/internal/server"
+	"github.com/astrabox/astrabox/internal/server/servertest"
 	"github.com/astrabox/astrabox/internal/testenv"
-	"github.com/astrabox/astrabox/provider/process"
-	"github.com/astrabox/astrabox/sandbox"
-	"github.com/astrabox/astrabox/store"
-	"github.com/astrabox/astrabox/store/sqlite"
-	"github.com/astrabox/astrabox/vault"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-const testKey = "test-api-key"
-
-// realModelKey is the key the fake model demands; it must never reach a
-// box.
-const realModelKey = "sk-real-model-key-0123456789"
-
-// harness is a whole server on the process backend with a fake model.
+// harness is servertest.Env with the session helpers of these tests.
 type harness struct {
-	t      *testing.T
-	st     store.Store
-	prov   sandbox.Provider
-	ring   *vault.Ring
-	srv    *server.Server
-	hs     *httptest.Server
-	model  *fakemodel.Server
-	cancel context.CancelFunc
+	*servertest.Env
+	t     *testing.T
+	model *fakemodel.Server
 }
 
 func newHarness(t *testing.T, script ...fakemodel.Reply) *harness {
+	return newHarnessOn(t, "process", script...)
+}
+
+func newHarnessOn(t *testing.T, backend string, script ...fakemodel.Reply) *harness {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/astrabox.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{testenv.AstraboxBinary(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	ring, _ := vault.New(key)
-	h := &harness{t: t, st: st, prov: p, ring: ring, model: fakemodel.New(t, script...).WithKey(realModelKey)}
-	h.start()
-	t.Cleanup(func() {
-		h.stop()
-		boxes, _ := p.List(context.Background())
-		for _, b := range boxes {
-			_ = p.Delete(context.Background(), b.ID)
-		}
-		st.Close()
-	})
-	return h
+	e := servertest.New(t, servertest.Options{Backend: backend, Script: script})
+	return &harness{Env: e, t: t, model: e.Model}
 }
 
-// start builds and starts a server on the harness's store and backend.
-func (h *harness) start() {
-	h.t.Helper()
-	srv, err := server.New(server.Config{Store: h.st, Backends: map[string]sandbox.Provider{"process": h.prov},
-		DefaultBackend: "process", Installed: []string{"process"}, APIKeyHash: api.HashKey(testKey), Vault: h.ring,
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Logger: testLogger(h.t)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.srv, h.cancel = srv, cancel
-	h.hs = httptest.NewServer(srv.Handler)
-	if err := srv.Start(ctx); err != nil {
-		h.t.Fatal(err)
-	}
-}
+const realModelKey = servertest.ModelKey
 
-// stop closes the server; boxes and programs keep running.
-func (h *harness) stop() {
-	if h.hs == nil {
-		return
-	}
-	h.hs.CloseClientConnections()
-	h.hs.Close()
-	h.srv.Close()
-	h.cancel()
-	h.hs = nil
-}
-
-// restart stops the server and starts a new one on the same store.
-func (h *harness) restart() {
-	h.stop()
-	h.start()
-}
-
-// call makes an API request and decodes a JSON answer into out (when
-// not nil); it returns the status.
+func (h *harness) restart() { h.Restart() }
 func (h *harness) call(method, path string, body, out any, hdr ...string) int {
 	h.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, h.hs.URL+path, rd)
-	req.Header.Set(api.HeaderAPIKey, testKey)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			h.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, b, err)
-		}
-	}
-	return resp.StatusCode
+	return h.Call(method, path, body, out, hdr...)
 }
-
-// must is call that fails the test on another status than want.
 func (h *harness) must(want int, method, path string, body, out any, hdr ...string) {
 	h.t.Helper()
-	var raw json.RawMessage
-	got := h.call(method, path, body, &raw, hdr...)
-	if got != want {
-		h.t.Fatalf("%s %s = %d %s, want %d", method, path, got, raw, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			h.t.Fatal(err)
-		}
-	}
+	h.Must(want, method, path, body, out, hdr...)
 }
-
-// agent creates a profile with the fake model and an agent on it, and
-// returns the agent id.
 func (h *harness) agent(mode string, profile map[string]any) string {
 	h.t.Helper()
-	p := map[string]any{"backend": "process", "engine_kinds": []string{"astrabox"},
-		"model": map[string]any{"base_url": h.model.URL(), "api_key": realModelKey, "models": []string{"fake-1"}}}
-	for k, v := range profile {
-		p[k] = v
-	}
-	h.must(200, "PUT", "/api/v1/runtime-profiles/test", p, nil)
-	var a struct {
-		ID string `json:"agent_id"`
-	}
-	h.must(201, "POST", "/api/v1/agents", map[string]any{"name": "coder", "engine_kind": "astrabox", "runtime_profile": "test",
-		"model": "fake-1", "permission_mode": mode, "instructions": "Be brief."}, &a)
-	return a.ID
+	return h.Agent(mode, profile)
 }
-
-// session opens a conversation.
-func (h *harness) session(agentID string) string {
-	h.t.Helper()
-	var s struct {
-		ID string `json:"session_id"`
-	}
-	h.must(201, "POST", "/api/v1/agents/"+agentID+"/conversations", map[string]any{"title": "t"}, &s)
-	return s.ID
-}
+func (h *harness) session(agentID string) string { h.t.Helper(); return h.Session(agentID) }
 
 type receipt struct {
 	InputID         string `json:"input_id"`
@@ -210,8 +83,8 @@ func (h *harness) events(sid string, after int64, stop func(logEvent) bool) []lo
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/sessions/%s/events?after_seq=%d", h.hs.URL, sid, after), nil)
-	req.Header.Set(api.HeaderAPIKey, testKey)
+	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/sessions/%s/events?after_seq=%d", h.URL, sid, after), nil)
+	req.Header.Set(api.HeaderAPIKey, servertest.Key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -289,21 +162,4 @@ func checkGapFree(t *testing.T, evs []logEvent, from int64) {
 			t.Fatalf("seq %d at position %d, want %d: %s", e.Seq, i, from+int64(i), summarize(evs))
 		}
 	}
-}
-
-// testLogger logs to the test at debug level when ASTRABOX_TEST_DEBUG is
-// set, and at warn otherwise.
-func testLogger(t *testing.T) *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("ASTRABOX_TEST_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }

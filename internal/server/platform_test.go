@@ -1,18 +1,28 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/astrabox/astrabox/client"
+	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/fakemodel"
+	"github.com/astrabox/astrabox/internal/server/servertest"
 )
 
 // TestChatEndToEnd is the user's path: a profile with a model endpoint, an
 // agent, a conversation; the agent writes and runs a file in its box, the
 // reply streams in order, and a follow-up is answered knowing the first.
 func TestChatEndToEnd(t *testing.T) {
-	h := newHarness(t,
+	for _, backend := range []string{"process", "native"} {
+		t.Run(backend, func(t *testing.T) { chatEndToEnd(t, backend) })
+	}
+}
+
+func chatEndToEnd(t *testing.T, backend string) {
+	h := newHarnessOn(t, backend,
 		fakemodel.Call("write_file", map[string]any{"path": "fizzbuzz.py", "content": "for i in range(1, 4):\n    print('fizz' if i % 3 == 0 else i)\n"}),
 		fakemodel.Call("shell", map[string]any{"command": "python3 fizzbuzz.py"}),
 		fakemodel.Text("It prints 1, 2, fizz.").WithUsage(50, 7),
@@ -96,6 +106,20 @@ func TestChatEndToEnd(t *testing.T) {
 	b, _ := json.Marshal(sess)
 	if strings.Contains(string(b), realModelKey) {
 		t.Fatal("the session record shows the model key")
+	}
+	if backend != "process" { // the process harness is the host itself
+		ex, err := client.New(h.URL, servertest.Key).Execd(context.Background(), box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ex.Run(context.Background(), execdwire.RunCommandRequest{Command: "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c ASTRABOX_MODEL_KEY; " +
+			"grep -rl " + realModelKey + " /tmp /workspace /root /etc /proc/[0-9]*/environ 2>/dev/null; echo scanned"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out.Stdout), "/") || !strings.Contains(string(out.Stdout), "scanned") || strings.HasPrefix(string(out.Stdout), "0") {
+			t.Fatalf("key scan in the box: %q (want the placeholder variable present and no file holding the key)", out.Stdout)
+		}
 	}
 	var prof map[string]any
 	h.must(200, "GET", "/api/v1/runtime-profiles/test", nil, &prof)

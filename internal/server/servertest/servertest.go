@@ -1,0 +1,244 @@
+// Package servertest starts a whole AstraBox server for tests: the wiring
+// of internal/server on a fresh SQLite store, a backend (the process
+// harness by default, native for root tests), a throwaway vault and a
+// scripted fake model, served over loopback HTTP.
+package servertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/internal/fakemodel"
+	"github.com/astrabox/astrabox/internal/server"
+	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/provider/native"
+	"github.com/astrabox/astrabox/provider/process"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/sqlite"
+	"github.com/astrabox/astrabox/vault"
+)
+
+// Key is the API key of every test server.
+const Key = "test-api-key"
+
+// ModelKey is the key the fake model demands; it must never reach a box.
+const ModelKey = "sk-real-model-key-0123456789"
+
+// Options configure New.
+type Options struct {
+	// Backend is "process" (default) or "native" (needs root).
+	Backend string
+	// Script is the fake model's replies.
+	Script []fakemodel.Reply
+	// Store is used instead of a new SQLite store (the caller closes it).
+	Store store.Store
+}
+
+// Env is a running test server.
+type Env struct {
+	t       testing.TB
+	Backend string
+	Store   store.Store
+	Prov    sandbox.Provider
+	Ring    *vault.Ring
+	Server  *server.Server
+	Model   *fakemodel.Server
+	URL     string
+	hs      *httptest.Server
+	cancel  context.CancelFunc
+}
+
+// New starts a server; t's cleanup stops it and removes every box.
+func New(t testing.TB, o Options) *Env {
+	t.Helper()
+	if o.Backend == "" {
+		o.Backend = "process"
+	}
+	st := o.Store
+	if st == nil {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "astrabox.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = s
+		t.Cleanup(func() { s.Close() })
+	}
+	var prov sandbox.Provider
+	switch o.Backend {
+	case "process":
+		p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{testenv.AstraboxBinary(t)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov = p
+	case "native":
+		testenv.NeedRoot(t)
+		dir, err := os.MkdirTemp("", "abx-native-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := native.New(native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov = p
+		t.Cleanup(func() {
+			_ = p.Close()
+			_ = os.RemoveAll(dir)
+		})
+	default:
+		t.Fatalf("servertest: unknown backend %q", o.Backend)
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	ring, _ := vault.New(key)
+	e := &Env{t: t, Backend: o.Backend, Store: st, Prov: prov, Ring: ring, Model: fakemodel.New(t, o.Script...).WithKey(ModelKey)}
+	e.Start()
+	t.Cleanup(func() {
+		e.Stop()
+		boxes, _ := prov.List(context.Background())
+		for _, b := range boxes {
+			_ = prov.Delete(context.Background(), b.ID)
+		}
+	})
+	return e
+}
+
+// Start builds and starts a server on the Env's store and backend.
+func (e *Env) Start() {
+	e.t.Helper()
+	srv, err := server.New(server.Config{Store: e.Store, Backends: map[string]sandbox.Provider{e.Backend: e.Prov},
+		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring,
+		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Logger: logger(e.t)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.Server, e.cancel = srv, cancel
+	e.hs = httptest.NewServer(srv.Handler)
+	e.URL = e.hs.URL
+	if err := srv.Start(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// Stop closes the server; boxes and programs keep running.
+func (e *Env) Stop() {
+	if e.hs == nil {
+		return
+	}
+	e.hs.CloseClientConnections()
+	e.hs.Close()
+	e.Server.Close()
+	e.cancel()
+	e.hs = nil
+}
+
+// Restart stops the server and starts a new one on the same store.
+func (e *Env) Restart() {
+	e.Stop()
+	e.Start()
+}
+
+// Call makes an API request and decodes a JSON answer into out (when not
+// nil); it returns the status. hdr are header name, value pairs.
+func (e *Env) Call(method, path string, body, out any, hdr ...string) int {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.URL+path, rd)
+	req.Header.Set(api.HeaderAPIKey, Key)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			e.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// Must is Call that fails the test on another status than want.
+func (e *Env) Must(want int, method, path string, body, out any, hdr ...string) {
+	e.t.Helper()
+	var raw json.RawMessage
+	got := e.Call(method, path, body, &raw, hdr...)
+	if got != want {
+		e.t.Fatalf("%s %s = %d %s, want %d", method, path, got, raw, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// Agent stores RuntimeProfile "test" on the Env's backend with the fake
+// model (profile adds or overrides fields) and an Agent on it with
+// permission mode mode; it returns the agent id.
+func (e *Env) Agent(mode string, profile map[string]any) string {
+	e.t.Helper()
+	p := map[string]any{"backend": e.Backend, "engine_kinds": []string{"astrabox"},
+		"model": map[string]any{"base_url": e.Model.URL(), "api_key": ModelKey, "models": []string{"fake-1"}}}
+	for k, v := range profile {
+		p[k] = v
+	}
+	e.Must(200, "PUT", "/api/v1/runtime-profiles/test", p, nil)
+	var a struct {
+		ID string `json:"agent_id"`
+	}
+	e.Must(201, "POST", "/api/v1/agents", map[string]any{"name": "coder", "engine_kind": "astrabox", "runtime_profile": "test",
+		"model": "fake-1", "permission_mode": mode, "instructions": "Be brief."}, &a)
+	return a.ID
+}
+
+// Session opens a conversation with an agent.
+func (e *Env) Session(agentID string) string {
+	e.t.Helper()
+	var s struct {
+		ID string `json:"session_id"`
+	}
+	e.Must(201, "POST", "/api/v1/agents/"+agentID+"/conversations", map[string]any{"title": "t"}, &s)
+	return s.ID
+}
+
+// logger logs to the test at debug level when ASTRABOX_TEST_DEBUG is set,
+// and at warn otherwise.
+func logger(t testing.TB) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("ASTRABOX_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
