@@ -2,6 +2,7 @@ package platform
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/astrabox/astrabox/store"
 )
@@ -110,9 +111,19 @@ func FoldMessages(entries []store.LogEntry) []UIMessage {
 			if ref, ok := tools[callID]; ok {
 				msgs[ref.msg].Parts[ref.part]["state"] = "output-denied"
 			}
-		case "data-turn-failure", "data-result":
-			m.Parts = append(m.Parts, map[string]any{"type": t, "data": c["data"]})
-		case "finish":
+		case "data-turn-accepted":
+			// Before the reply's start frame: a client's message begins
+			// after it, so it is no part of the message.
+		default:
+			if strings.HasPrefix(t, "data-") && c["transient"] != true {
+				part := map[string]any{"type": t, "data": c["data"]}
+				if id, ok := c["id"].(string); ok {
+					part["id"] = id
+				}
+				m.Parts = append(m.Parts, part)
+			}
+		}
+		if c["type"] == "finish" {
 			m.Metadata["finish_reason"] = c["finishReason"]
 		}
 	}

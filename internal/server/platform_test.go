@@ -368,3 +368,27 @@ func TestIdleRelease(t *testing.T) {
 		t.Fatalf("re-created runtime lost the conversation:\n%s", tr)
 	}
 }
+
+// TestConcurrentSessions: several Sessions of one agent run at once, each
+// with its own box and model path.
+func TestConcurrentSessions(t *testing.T) {
+	echo := fakemodel.Func(func(r fakemodel.Request) fakemodel.Reply { return fakemodel.Text("echo: " + r.Last().Content) })
+	h := newHarness(t, echo, echo, echo)
+	aid := h.agent("auto", nil)
+	sids := []string{h.session(aid), h.session(aid), h.session(aid)}
+	rcs := make([]receipt, len(sids))
+	for i, sid := range sids {
+		rcs[i] = h.send(sid, "hello "+sid, "")
+	}
+	for i, sid := range sids {
+		var text strings.Builder
+		for _, f := range frames(h.events(sid, 0, untilTurnEnded(rcs[i].InputID))) {
+			if f["type"] == "text-delta" {
+				text.WriteString(f["delta"].(string))
+			}
+		}
+		if text.String() != "echo: hello "+sid {
+			t.Errorf("session %s answered %q", sid, text.String())
+		}
+	}
+}

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
 )
 
 // maxModelRequest bounds one request body from the box.
@@ -37,7 +39,7 @@ func (r *runner) startModel(ctx context.Context, rt *runtime, prof lifecycle.Pro
 	if err != nil {
 		return err
 	}
-	ln, err := rt.ex.Tunnel(ctx, ModelListen)
+	ln, err := openTunnel(ctx, rt)
 	if err != nil {
 		return fmt.Errorf("open model tunnel: %w", err)
 	}
@@ -127,4 +129,39 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+}
+
+// openTunnel opens the box's model tunnel at rt.rec.ModelListen; an empty
+// address picks a free loopback port (retrying ports taken meanwhile) and
+// records it. A tunnel just closed on the same address may still be
+// winding down, so a conflict there is retried briefly.
+func openTunnel(ctx context.Context, rt *runtime) (net.Listener, error) {
+	pick := rt.rec.ModelListen == ""
+	var last error
+	for attempt := 0; attempt < 20; attempt++ {
+		addr := rt.rec.ModelListen
+		if pick {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			addr = l.Addr().String()
+			l.Close()
+		}
+		ln, err := rt.ex.Tunnel(ctx, addr)
+		if err == nil {
+			rt.rec.ModelListen = addr
+			return ln, nil
+		}
+		last = err
+		if execdclient.CodeOf(err) != sandbox.CodeConflict {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil, last
 }

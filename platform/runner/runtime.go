@@ -24,6 +24,8 @@ import (
 
 // ModelListen is where the model path listens inside a box: a loopback
 // address tunnelled to the server, so a box with network none reaches it.
+// Boxes of a backend without network isolation (the test-only process
+// harness) share the host's loopback, so theirs take a free port instead.
 const ModelListen = "127.0.0.1:44780"
 
 // runtime is a live program in a sandbox.
@@ -44,7 +46,9 @@ type runtime struct {
 
 // record is the Session's re-attach record (store.Session.Runtime).
 type record struct {
-	CommandID   string `json:"command_id"`
+	CommandID string `json:"command_id"`
+	// ModelListen is the box's model path address.
+	ModelListen string `json:"model_listen"`
 	Placeholder string `json:"placeholder"`
 	StatePath   string `json:"state_path,omitempty"`
 	EngineKind  string `json:"engine_kind"`
@@ -123,22 +127,28 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 	}
 	r.nativeSize = int64(len(native))
 	placeholder := newPlaceholder()
-	launch, err := ad.Launch(engine.Config{SessionID: sess.ID, Model: a.Model, ModelBaseURL: "http://" + ModelListen + "/v1",
+	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{},
+		rec: record{Placeholder: placeholder, EngineKind: a.EngineKind, ModelListen: ModelListen}}
+	if p, ok := r.m.p.Sandboxes().Backends()[box.Backend]; ok && p.Capabilities().Isolation == sandbox.IsolationNone {
+		rt.rec.ModelListen = ""
+	}
+	if err := r.startModel(ctx, rt, prof); err != nil {
+		return err
+	}
+	launch, err := ad.Launch(engine.Config{SessionID: sess.ID, Model: a.Model, ModelBaseURL: "http://" + rt.rec.ModelListen + "/v1",
 		ModelKey: placeholder, Instructions: a.Instructions, PermissionMode: a.PermissionMode, Tools: a.Tools,
 		NativeKey: sess.NativeKey, Resume: len(native) > 0})
 	if err != nil {
+		rt.model.close()
 		return fmt.Errorf("launch: %w", err)
 	}
+	rt.rec.StatePath = launch.StatePath
 	files := launch.Files
 	if len(native) > 0 && launch.StatePath != "" {
 		files = append(files, engine.File{Path: launch.StatePath, Content: native, Mode: 0o600})
 	}
 	if err := writeFiles(ctx, ex, files); err != nil {
-		return err
-	}
-	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{},
-		rec: record{Placeholder: placeholder, StatePath: launch.StatePath, EngineKind: a.EngineKind}}
-	if err := r.startModel(ctx, rt, prof); err != nil {
+		rt.model.close()
 		return err
 	}
 	env := map[string]string{}
@@ -203,6 +213,9 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 	offset, err := r.m.st.LastSource(ctx, sess.ID)
 	if err != nil {
 		return fmt.Errorf("read log position: %w", err)
+	}
+	if rec.ModelListen == "" {
+		rec.ModelListen = ModelListen // a record from before the address was kept
 	}
 	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{}, rec: rec}
 	if err := r.startModel(ctx, rt, prof); err != nil {
