@@ -120,6 +120,9 @@ func New(t testing.TB, o Options) *Env {
 // Start builds and starts a server on the Env's store and backend.
 func (e *Env) Start() {
 	e.t.Helper()
+	if e.Prov == nil {
+		return // attached
+	}
 	srv, err := server.New(server.Config{Store: e.Store, Backends: map[string]sandbox.Provider{e.Backend: e.Prov},
 		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring,
 		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Logger: logger(e.t)})
@@ -241,4 +244,11 @@ type tWriter struct{ t testing.TB }
 func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
+}
+
+// Attach returns an Env for a server that runs elsewhere (an `astrabox
+// serve` process a test started) at url with API key Key, whose boxes run
+// on backend and call model. Start, Stop and Restart do nothing on it.
+func Attach(t testing.TB, url, backend string, model *fakemodel.Server) *Env {
+	return &Env{t: t, URL: url, Backend: backend, Model: model}
 }

@@ -1,0 +1,179 @@
+package server_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/astrabox/astrabox/internal/fakemodel"
+	"github.com/astrabox/astrabox/internal/server/servertest"
+	"github.com/astrabox/astrabox/internal/testenv"
+)
+
+// serveProcess is an `astrabox serve` process with the native backend.
+type serveProcess struct {
+	t       *testing.T
+	bin     string
+	dataDir string
+	addr    string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	log     *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newServeProcess(t *testing.T) *serveProcess {
+	testenv.NeedRoot(t)
+	dataDir, err := os.MkdirTemp("", "astrabox-kill-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dataDir, 0o711); err != nil { // box uids traverse it
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := &serveProcess{t: t, bin: testenv.AstraboxBinary(t), dataDir: dataDir, addr: addr, log: &lockedBuffer{}}
+	sum := sha256.Sum256([]byte(filepath.Join(dataDir, "native")))
+	cgroupParent := "astrabox-" + hex.EncodeToString(sum[:4])
+	t.Cleanup(func() {
+		p.stop()
+		if err := unix.Unmount(filepath.Join(dataDir, "native", "bin"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("unmount: %v", err)
+		}
+		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} {
+			_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, cgroupParent))
+		}
+		if err := os.RemoveAll(dataDir); err != nil {
+			t.Errorf("remove data dir: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.log.String())
+		}
+	})
+	return p
+}
+
+// start runs the server and waits until it answers.
+func (p *serveProcess) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(p.bin, "serve", "--listen", p.addr, "--data-dir", p.dataDir, "--api-key", servertest.Key, "--backends", "native")
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + p.addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("astrabox serve exited:\n%s", p.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	p.t.Fatal("astrabox serve did not answer within 30s")
+}
+
+// kill9 kills the server at once, as a crash would.
+func (p *serveProcess) kill9() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+func (p *serveProcess) stop() {
+	if p.cmd == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		p.t.Error("astrabox serve did not stop within 20s of SIGTERM")
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// TestKillServerMidReply: `kill -9` of the server while the agent runs a
+// tool, then a restart: the new process re-attaches to the running program
+// by byte offset, the reply completes, and the log is gap-free with no
+// frame lost or repeated.
+func TestKillServerMidReply(t *testing.T) {
+	p := newServeProcess(t)
+	p.start()
+	model := fakemodel.New(t, fakemodel.Call("shell", map[string]any{"command": "sleep 3; echo slept"}),
+		fakemodel.Text("done after the sleep")).WithKey(servertest.ModelKey)
+	h := &harness{Env: servertest.Attach(t, "http://"+p.addr, "native", model), t: t, model: model}
+	sid := h.session(h.agent("auto", nil))
+	rc := h.send(sid, "go", "")
+	h.events(sid, 0, func(e logEvent) bool { return e.Type == "tool-input-available" })
+	p.kill9()
+	p.start()
+	evs := h.events(sid, 0, untilTurnEnded(rc.InputID))
+	checkGapFree(t, evs, 1)
+	counts := map[string]int{}
+	var text strings.Builder
+	for _, f := range frames(evs) {
+		counts[f["type"].(string)]++
+		if f["type"] == "text-delta" {
+			text.WriteString(f["delta"].(string))
+		}
+		if f["type"] == "tool-output-available" {
+			if out, _ := f["output"].(map[string]any); !strings.Contains(out["stdout"].(string), "slept") {
+				t.Errorf("tool output %v", out)
+			}
+		}
+	}
+	for typ, want := range map[string]int{"start": 1, "tool-input-available": 1, "tool-output-available": 1, "finish": 1} {
+		if counts[typ] != want {
+			t.Errorf("%d %s frames across the crash, want %d: %v", counts[typ], typ, want, counts)
+		}
+	}
+	if text.String() != "done after the sleep" {
+		t.Fatalf("text %q", text.String())
+	}
+	h.waitState(sid, "READY")
+	h.must(204, "DELETE", "/api/v1/sessions/"+sid, nil, nil)
+}
