@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,6 +60,20 @@ type dockerConfig struct {
 	NoPull bool `json:"noPull"`
 }
 
+// decodeConfig reads a config file strictly: an unknown key (a typo, a
+// setting of another version) is an error naming it, as is trailing data.
+func decodeConfig(b []byte, cfg *serveConfig) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
 func defaultDataDir(env Env) string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/astrabox"
@@ -96,8 +111,8 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		if err != nil {
 			return fmt.Errorf("read config: %w", err)
 		}
-		if err := json.Unmarshal(b, &fileCfg); err != nil {
-			return fmt.Errorf("parse config %s: %w", *configPath, err)
+		if err := decodeConfig(b, &fileCfg); err != nil {
+			return fmt.Errorf("config %s: %w", *configPath, err)
 		}
 	}
 	set := map[string]bool{}
