@@ -163,3 +163,34 @@ func (p RuntimeProfile) MarshalJSON() ([]byte, error) {
 	m["api_key_set"] = json.RawMessage(strconv.FormatBool(p.APIKeySet))
 	return json.Marshal(m)
 }
+
+// ResealModelKeys re-seals every stored profile's model key that is sealed
+// under an older master key with the newest one, so that after a rotation
+// (a new key first in the key file) the old key can be dropped once this
+// has run. It returns how many profiles it re-sealed.
+func (s *Service) ResealModelKeys(ctx context.Context) (int, error) {
+	ps, err := s.cfg.Sandboxes.Profiles(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range ps {
+		if p.Model == nil || p.Model.SealedKey == "" || !s.cfg.Vault.NeedsReseal(p.Model.SealedKey) || s.cfg.Sandboxes.IsConfiguredProfile(p.Name) {
+			continue
+		}
+		key, err := s.cfg.Vault.Open(p.Model.SealedKey, keyAAD(p.Name))
+		if err != nil {
+			return n, fmt.Errorf("reseal profile %s: %w", p.Name, err)
+		}
+		sealed, err := s.cfg.Vault.Seal(key, keyAAD(p.Name))
+		if err != nil {
+			return n, err
+		}
+		p.Model.SealedKey = sealed
+		if _, err := s.cfg.Sandboxes.PutProfile(ctx, p); err != nil { // conditional on p.Version
+			return n, fmt.Errorf("reseal profile %s: %w", p.Name, err)
+		}
+		n++
+	}
+	return n, nil
+}

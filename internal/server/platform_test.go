@@ -10,6 +10,7 @@ import (
 	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
+	"github.com/astrabox/astrabox/vault"
 )
 
 // TestChatEndToEnd is the user's path: a profile with a model endpoint, an
@@ -390,5 +391,50 @@ func TestConcurrentSessions(t *testing.T) {
 		if text.String() != "echo: hello "+sid {
 			t.Errorf("session %s answered %q", sid, text.String())
 		}
+	}
+}
+
+// TestModelKeyRotation: after a new master key is put first, a restarted
+// server re-seals the stored model key under it, and the old key can go.
+func TestModelKeyRotation(t *testing.T) {
+	h := newHarness(t, fakemodel.Text("one"), fakemodel.Text("two"))
+	sid := h.session(h.agent("auto", nil))
+	rc := h.send(sid, "hi", "")
+	h.events(sid, 0, untilTurnEnded(rc.InputID))
+	h.waitState(sid, "READY")
+
+	newKey := make([]byte, 32)
+	newKey[0] = 7
+	rotated, err := vault.New(newKey, h.MasterKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Ring = rotated
+	h.restart()
+	p, err := h.Store.GetProfile(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(p.JSON), realModelKey) {
+		t.Fatal("the stored profile holds the key in the clear")
+	}
+	var prof struct {
+		Model struct {
+			SealedKey string `json:"api_key_sealed"`
+		} `json:"model"`
+	}
+	_ = json.Unmarshal(p.JSON, &prof)
+	if rotated.NeedsReseal(prof.Model.SealedKey) {
+		t.Fatal("the model key was not re-sealed under the newest master key")
+	}
+	only, _ := vault.New(newKey)
+	h.Ring = only
+	h.restart()
+	rc2 := h.send(sid, "again", "")
+	evs := h.events(sid, rc.Seq, untilTurnEnded(rc2.InputID))
+	var end map[string]any
+	_ = json.Unmarshal(evs[len(evs)-1].Payload, &end)
+	if end["outcome"] != "completed" {
+		t.Fatalf("after dropping the old key the reply ended %v", end)
 	}
 }

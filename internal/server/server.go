@@ -111,6 +111,11 @@ func (s *Server) Start(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wg.Go(func() { s.Sandboxes.Reconcile(ctx, s.cfg.ReconcileInterval) })
 	s.wg.Go(func() { s.Handler.ForgetIdempotency(ctx, 10*time.Minute) })
+	if n, err := s.Platform.ResealModelKeys(ctx); err != nil {
+		s.cfg.Logger.Warn("re-seal model keys under the newest master key", "err", err)
+	} else if n > 0 {
+		s.cfg.Logger.Info("model keys re-sealed under the newest master key", "profiles", n)
+	}
 	if err := s.Runners.ResumeAll(ctx); err != nil {
 		return fmt.Errorf("resume sessions: %w", err)
 	}

@@ -54,11 +54,13 @@ type Env struct {
 	Store   store.Store
 	Prov    sandbox.Provider
 	Ring    *vault.Ring
-	Server  *server.Server
-	Model   *fakemodel.Server
-	URL     string
-	hs      *httptest.Server
-	cancel  context.CancelFunc
+	// MasterKey is the raw key of Ring as New made it.
+	MasterKey []byte
+	Server    *server.Server
+	Model     *fakemodel.Server
+	URL       string
+	hs        *httptest.Server
+	cancel    context.CancelFunc
 }
 
 // New starts a server; t's cleanup stops it and removes every box.
@@ -105,7 +107,7 @@ func New(t testing.TB, o Options) *Env {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	ring, _ := vault.New(key)
-	e := &Env{t: t, Backend: o.Backend, Store: st, Prov: prov, Ring: ring, Model: fakemodel.New(t, o.Script...).WithKey(ModelKey)}
+	e := &Env{t: t, Backend: o.Backend, Store: st, Prov: prov, Ring: ring, MasterKey: key, Model: fakemodel.New(t, o.Script...).WithKey(ModelKey)}
 	e.Start()
 	t.Cleanup(func() {
 		e.Stop()
