@@ -19,10 +19,55 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
-	if len(args) > 0 && args[0] == "execd" {
-		return runBenchExecd(ctx, args[1:], stdio)
+	if len(args) > 0 {
+		switch args[0] {
+		case "execd":
+			return runBenchExecd(ctx, args[1:], stdio)
+		case "platform":
+			return runBenchPlatform(ctx, args[1:], stdio, env)
+		}
 	}
 	return runBenchSuite(ctx, args, stdio, env)
+}
+
+// runBenchPlatform is `astrabox bench platform`: the agent platform's
+// overheads (first token, followers, resume, log appends) on an
+// in-process server with a fake model, each beside its reference.
+func runBenchPlatform(ctx context.Context, args []string, stdio IO, env Env) error {
+	fs := flag.NewFlagSet("bench platform", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	backends := fs.String("backends", "process", "sandbox backends, comma-separated: process (the test harness; AstraBox's own overhead) and native (needs root)")
+	n := fs.Int("n", 20, "samples of each first-token and resume latency")
+	followers := fs.Int("followers", 100, "clients following one Session at once")
+	postgres := fs.String("postgres", "", "DSN of a PostgreSQL server for the append rows (default $ASTRABOX_TEST_POSTGRES; none: left out)")
+	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate the astrabox binary: %w", err)
+	}
+	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o711); err != nil { // traversable by the users boxes run as
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	rep, err := bench.RunPlatform(ctx, bench.PlatformConfig{Backends: strings.Split(*backends, ","), Binary: exe, Dir: scratch,
+		N: max(*n, 1), Followers: max(*followers, 1), Postgres: cmp.Or(*postgres, env("ASTRABOX_TEST_POSTGRES")), Progress: stdio.Stderr})
+	if len(rep.Rows) > 0 { // also after a failure: what was measured
+		rep.WriteTable(stdio.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		return rep.WriteJSON(*jsonOut)
+	}
+	return nil
 }
 
 // runBenchSuite is `astrabox bench`: every scenario on every named
@@ -31,7 +76,7 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
+		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd|platform [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
 		fs.PrintDefaults()
 	}
 	backends := fs.String("backends", "native", "backends to measure, comma-separated (the process harness is always measured, as the floor)")

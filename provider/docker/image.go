@@ -162,3 +162,15 @@ func (p *Provider) RemoveImage(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// HasImage reports whether the engine holds image name.
+func (p *Provider) HasImage(ctx context.Context, name string) (bool, error) {
+	_, err := p.cli.ImageInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("inspect image %s: %w", name, err)
+	}
+	return true, nil
+}
