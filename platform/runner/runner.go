@@ -201,7 +201,7 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 		case <-r.wake:
 			return true, nil
 		case batch := <-r.rt.events:
-			if err := r.handle(ctx, batch); err != nil {
+			if err := r.handle(ctx, coalesce(batch, r.rt.events)); err != nil {
 				return false, err
 			}
 			r.lastActive = time.Now()
@@ -309,4 +309,27 @@ func (r *runner) setState(ctx context.Context, state, reason string, more func(*
 // append writes entries fenced by the runner's lease.
 func (r *runner) append(ctx context.Context, entries ...store.LogEntry) ([]store.LogEntry, error) {
 	return r.m.p.Log().Append(ctx, r.id, r.epoch, entries...)
+}
+
+// maxCoalesce bounds how many decoded output events one log append takes.
+const maxCoalesce = 512
+
+// coalesce merges into b the batches already waiting in ch, without
+// waiting for more: while the writer is busy appending, output piles up
+// and is then written in one transaction, so a program printing token by
+// token costs one commit per round, not one per token, and no frame waits
+// for a timer.
+func coalesce(b batch, ch <-chan batch) batch {
+	for len(b.events) < maxCoalesce {
+		select {
+		case more := <-ch:
+			b.events = append(b.events, more.events...)
+			if more.source > 0 {
+				b.source = more.source
+			}
+		default:
+			return b
+		}
+	}
+	return b
 }
