@@ -17,7 +17,7 @@ import (
 // agent, a conversation; the agent writes and runs a file in its box, the
 // reply streams in order, and a follow-up is answered knowing the first.
 func TestChatEndToEnd(t *testing.T) {
-	for _, backend := range []string{"process", "native"} {
+	for _, backend := range []string{"process", "native", "docker"} {
 		t.Run(backend, func(t *testing.T) { chatEndToEnd(t, backend) })
 	}
 }

@@ -8,7 +8,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +26,7 @@ import (
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/provider/process"
 	"github.com/astrabox/astrabox/sandbox"
@@ -39,7 +43,9 @@ const ModelKey = "sk-real-model-key-0123456789"
 
 // Options configure New.
 type Options struct {
-	// Backend is "process" (default) or "native" (needs root).
+	// Backend is "process" (default), "native" (needs root) or "docker"
+	// (needs root, a Docker Engine and a rootfs tarball named by
+	// ASTRABOX_TEST_ROOTFS, imported once per engine).
 	Backend string
 	// Script is the fake model's replies.
 	Script []fakemodel.Reply
@@ -51,9 +57,11 @@ type Options struct {
 type Env struct {
 	t       testing.TB
 	Backend string
-	Store   store.Store
-	Prov    sandbox.Provider
-	Ring    *vault.Ring
+	// Image is what profiles of the Env's backend name ("": its default).
+	Image string
+	Store store.Store
+	Prov  sandbox.Provider
+	Ring  *vault.Ring
 	// MasterKey is the raw key of Ring as New made it.
 	MasterKey []byte
 	Server    *server.Server
@@ -78,7 +86,10 @@ func New(t testing.TB, o Options) *Env {
 		st = s
 		t.Cleanup(func() { s.Close() })
 	}
-	var prov sandbox.Provider
+	var (
+		prov  sandbox.Provider
+		image string // the image profiles name ("" for the backend's default)
+	)
 	switch o.Backend {
 	case "process":
 		p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{testenv.AstraboxBinary(t)}})
@@ -101,13 +112,16 @@ func New(t testing.TB, o Options) *Env {
 			_ = p.Close()
 			_ = os.RemoveAll(dir)
 		})
+	case "docker":
+		p, img := dockerProvider(t)
+		prov, image = p, img
 	default:
 		t.Fatalf("servertest: unknown backend %q", o.Backend)
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	ring, _ := vault.New(key)
-	e := &Env{t: t, Backend: o.Backend, Store: st, Prov: prov, Ring: ring, MasterKey: key, Model: fakemodel.New(t, o.Script...).WithKey(ModelKey)}
+	e := &Env{t: t, Backend: o.Backend, Image: image, Store: st, Prov: prov, Ring: ring, MasterKey: key, Model: fakemodel.New(t, o.Script...).WithKey(ModelKey)}
 	e.Start()
 	t.Cleanup(func() {
 		e.Stop()
@@ -209,6 +223,9 @@ func (e *Env) Agent(mode string, profile map[string]any) string {
 	e.t.Helper()
 	p := map[string]any{"backend": e.Backend, "engine_kinds": []string{"astrabox"},
 		"model": map[string]any{"base_url": e.Model.URL(), "api_key": ModelKey, "models": []string{"fake-1"}}}
+	if e.Image != "" {
+		p["image"] = e.Image
+	}
 	for k, v := range profile {
 		p[k] = v
 	}
@@ -253,4 +270,52 @@ func (w tWriter) Write(b []byte) (int, error) {
 // on backend and call model. Start, Stop and Restart do nothing on it.
 func Attach(t testing.TB, url, backend string, model *fakemodel.Server) *Env {
 	return &Env{t: t, URL: url, Backend: backend, Model: model}
+}
+
+// dockerProvider returns a docker backend on a fresh data dir with a
+// unique owner, and the test image (the rootfs tarball named by
+// ASTRABOX_TEST_ROOTFS, imported under a tag derived from the file so that
+// later runs reuse it).
+func dockerProvider(t testing.TB) (*docker.Provider, string) {
+	testenv.NeedRoot(t)
+	testenv.NeedDocker(t)
+	rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
+	testenv.Need(t, rootfs != "", "ASTRABOX_TEST_ROOTFS (a rootfs tarball with bash and python3)")
+	dir, err := os.MkdirTemp("", "abx-docker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p, err := docker.New(docker.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Owner: "astrabox-test-" + hex.EncodeToString(b[:]), Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close docker provider: %v", err)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	fi, err := os.Stat(rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d", rootfs, fi.Size(), fi.ModTime().UnixNano()))
+	name := "astrabox-test/rootfs:" + hex.EncodeToString(sum[:6])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if ok, err := p.HasImage(ctx, name); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		f, err := os.Open(rootfs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := p.ImportRootfs(ctx, name, f); err != nil {
+			t.Fatalf("import %s: %v", rootfs, err)
+		}
+	}
+	return p, name
 }
