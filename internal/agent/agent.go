@@ -63,6 +63,9 @@ type Config struct {
 	// ShellTimeout is the shell tool's default timeout (zero:
 	// DefaultShellTimeout).
 	ShellTimeout time.Duration
+	// ConnectAttempts bounds the tries to connect to the model before any
+	// answer (zero: 12, about 20 s, which rides out a server restart).
+	ConnectAttempts int
 	// HTTPClient makes the model requests (nil: http.DefaultClient). It
 	// should have no overall timeout: a reply streams for as long as the
 	// model writes.

@@ -42,6 +42,7 @@ func TestModelFailuresEndTheTurn(t *testing.T) {
 				model.WithKey(tc.key)
 			}
 			cfg := testConfig(t, model)
+			cfg.ConnectAttempts = 2 // one retry, then the error
 			if tc.url != "" {
 				cfg.ModelURL = tc.url
 			}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Roles of Chat Completions messages.
@@ -103,6 +105,8 @@ type modelClient struct {
 	key   string
 	model string
 	http  *http.Client
+	// attempts bounds connection tries (0: connectAttempts).
+	attempts int
 }
 
 // stream sends messages and tools to the model and feeds the streamed
@@ -121,16 +125,7 @@ func (c *modelClient) stream(ctx context.Context, messages []message, tools []to
 	if err != nil {
 		return streamResult{}, fmt.Errorf("encode model request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.url, "/")+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return streamResult{}, &modelError{Code: codeModelError, Message: c.redact("model request: " + err.Error())}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.post(ctx, body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return streamResult{}, fmt.Errorf("model request: %w", ctx.Err())
@@ -159,6 +154,51 @@ func (c *modelClient) stream(ctx context.Context, messages []message, tools []to
 		return res, &modelError{Code: codeModelError, Message: c.redact("model stream: " + err.Error())}
 	}
 	return res, nil
+}
+
+// connectAttempts bounds how often post tries to reach the model before
+// any answer: in a sandbox the model path is a tunnel to the AstraBox
+// server, which is briefly away while the server restarts.
+const connectAttempts = 12
+
+// post sends the request, trying again (with a growing pause, about 20 s
+// in all) when no connection could be made; once any answer arrives it
+// is returned as it is, so nothing is ever sent to the model twice after
+// it was received.
+func (c *modelClient) post(ctx context.Context, body []byte) (*http.Response, error) {
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.url, "/")+"/chat/completions", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		if c.key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		resp, err := c.http.Do(req)
+		limit := c.attempts
+		if limit <= 0 {
+			limit = connectAttempts
+		}
+		if err == nil || ctx.Err() != nil || attempt >= limit || !isConnectError(err) {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 3*time.Second)
+	}
+}
+
+// isConnectError reports an error of dialling (refused, reset before any
+// answer), after which the request surely did not reach the model.
+func isConnectError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // redact removes the credential from s, in case a server echoes it.

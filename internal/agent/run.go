@@ -64,7 +64,7 @@ func newAgent(cfg Config, stdout io.Writer) (*agent, error) {
 		log:    cfg.Logger,
 		out:    newEmitter(stdout),
 		tools:  tools,
-		model:  &modelClient{url: cfg.ModelURL, key: cfg.ModelKey, model: cfg.Model, http: cfg.HTTPClient},
+		model:  &modelClient{url: cfg.ModelURL, key: cfg.ModelKey, model: cfg.Model, http: cfg.HTTPClient, attempts: cfg.ConnectAttempts},
 		system: systemPrompt(cfg.Workspace, tools.names, cfg.Instructions),
 		specs:  toolSpecs(tools.names, int(cfg.ShellTimeout.Seconds())),
 		known:  map[string]bool{},

@@ -42,7 +42,10 @@ func commands() []command {
 		{"bench", "measure AstraBox and print tables (bench execd|native)", runBench},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
 		{"image", "import, pull, list and remove sandbox images", runImage},
-		{"agent", "the built-in agent program (runs inside a sandbox; JSONL on stdin/stdout)", runAgent},
+		{"agent", "manage Agents (agent create|ls|show|rm); with flags only, the built-in agent program", runAgentCommand},
+		{"profile", "put, list, show and remove RuntimeProfiles (sandbox and model settings of Agents)", runProfile},
+		{"session", "list, inspect, send to, follow and delete Sessions", runSession},
+		{"chat", "chat with an Agent: astrabox chat AGENT [--session ID]", runChat},
 		{"version", "print the version", func(_ context.Context, _ []string, io IO, _ Env) error {
 			_, err := fmt.Fprintln(io.Stdout, "astrabox", Version)
 			return err

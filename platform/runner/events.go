@@ -124,13 +124,15 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 			return nil, nil
 		}
 		ia, _ := json.Marshal(ev.Interaction)
+		// The record first, unlike the rest: a client that reads the
+		// interaction's frame must find it open when it answers.
+		if _, err := r.updateSession(ctx, func(s *store.Session) { s.PendingInteraction = ia }); err != nil {
+			r.log.Warn("record pending interaction", "err", err)
+		}
 		return []store.LogEntry{
-				r.chunk(map[string]any{"type": "data-interaction", "id": ev.Interaction.ID, "data": json.RawMessage(ia)}),
-				r.control("interaction.opened", map[string]any{"interaction": json.RawMessage(ia)}),
-			}, func(ctx context.Context) error {
-				_, err := r.updateSession(ctx, func(s *store.Session) { s.PendingInteraction = ia })
-				return err
-			}
+			r.chunk(map[string]any{"type": "data-interaction", "id": ev.Interaction.ID, "data": json.RawMessage(ia)}),
+			r.control("interaction.opened", map[string]any{"interaction": json.RawMessage(ia)}),
+		}, nil
 	case engine.ReplyEnded:
 		return r.replyEnded(ev.End)
 	case engine.NativeKey:

@@ -1,0 +1,258 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/astrabox/astrabox/api/wire"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// This file is the agent platform's half of the SDK: the calls of the
+// /api/v1 routes of PLATFORM.md (engines, RuntimeProfiles, Agents,
+// Sessions and their inputs). Their wire types are in platform_types.go;
+// following a Session's output is in follow.go and aistream.go.
+
+// ListEngines returns the installed agent programs.
+func (c *Client) ListEngines(ctx context.Context) ([]Engine, error) {
+	var out Page[Engine]
+	err := c.apiJSON(ctx, http.MethodGet, "/engines", nil, nil, &out, nil)
+	return out.Items, err
+}
+
+// PutRuntimeProfile creates or replaces the profile named p.Name (with a
+// non-zero p.Version, only that version) and returns it as stored, without
+// its model key.
+func (c *Client) PutRuntimeProfile(ctx context.Context, p RuntimeProfile) (RuntimeProfile, error) {
+	if p.Name == "" {
+		return RuntimeProfile{}, errors.New("put runtime profile: a name is required")
+	}
+	p.APIKeySet = false // output only; the server refuses unknown input
+	var out RuntimeProfile
+	err := c.apiJSON(ctx, http.MethodPut, "/runtime-profiles/"+url.PathEscape(p.Name), nil, p, &out, nil)
+	return out, err
+}
+
+// GetRuntimeProfile returns a profile (PROFILE_NOT_FOUND if none).
+func (c *Client) GetRuntimeProfile(ctx context.Context, name string) (RuntimeProfile, error) {
+	var out RuntimeProfile
+	err := c.apiJSON(ctx, http.MethodGet, "/runtime-profiles/"+url.PathEscape(name), nil, nil, &out, nil)
+	return out, err
+}
+
+// ListRuntimeProfiles returns every profile, configured and stored.
+func (c *Client) ListRuntimeProfiles(ctx context.Context) ([]RuntimeProfile, error) {
+	var out Page[RuntimeProfile]
+	err := c.apiJSON(ctx, http.MethodGet, "/runtime-profiles", nil, nil, &out, nil)
+	return out.Items, err
+}
+
+// DeleteRuntimeProfile removes a stored profile.
+func (c *Client) DeleteRuntimeProfile(ctx context.Context, name string) error {
+	return c.apiJSON(ctx, http.MethodDelete, "/runtime-profiles/"+url.PathEscape(name), nil, nil, nil, nil)
+}
+
+// CreateAgent stores a new Agent.
+func (c *Client) CreateAgent(ctx context.Context, req AgentRequest) (Agent, error) {
+	var out Agent
+	err := c.apiJSON(ctx, http.MethodPost, "/agents", nil, req, &out, nil)
+	return out, err
+}
+
+// GetAgent returns an Agent (AGENT_NOT_FOUND if none).
+func (c *Client) GetAgent(ctx context.Context, id string) (Agent, error) {
+	var out Agent
+	err := c.apiJSON(ctx, http.MethodGet, "/agents/"+url.PathEscape(id), nil, nil, &out, nil)
+	return out, err
+}
+
+// ListAgents returns a page of Agents, oldest first.
+func (c *Client) ListAgents(ctx context.Context, page PageOptions) (Page[Agent], error) {
+	var out Page[Agent]
+	err := c.apiJSON(ctx, http.MethodGet, "/agents", page.query(), nil, &out, nil)
+	return out, err
+}
+
+// UpdateAgent replaces an Agent's fields and returns it at its new
+// version. Sessions pick the change up when their runtime is next built.
+func (c *Client) UpdateAgent(ctx context.Context, id string, req AgentRequest) (Agent, error) {
+	var out Agent
+	err := c.apiJSON(ctx, http.MethodPut, "/agents/"+url.PathEscape(id), nil, req, &out, nil)
+	return out, err
+}
+
+// DeleteAgent removes an Agent.
+func (c *Client) DeleteAgent(ctx context.Context, id string) error {
+	return c.apiJSON(ctx, http.MethodDelete, "/agents/"+url.PathEscape(id), nil, nil, nil, nil)
+}
+
+// CreateConversation opens a Session with an Agent; its runtime starts
+// building at once.
+func (c *Client) CreateConversation(ctx context.Context, agentID string, opts ConversationOptions) (Conversation, error) {
+	body := struct {
+		Title string `json:"title,omitempty"`
+	}{opts.Title}
+	resp, err := c.apiDo(ctx, http.MethodPost, "/agents/"+url.PathEscape(agentID)+"/conversations", nil, body, idem(opts.IdempotencyKey))
+	if err != nil {
+		return Conversation{}, err
+	}
+	var out Conversation
+	if err := decodeBody(resp, &out); err != nil {
+		return Conversation{}, fmt.Errorf("create conversation: %w", err)
+	}
+	out.Replayed = resp.StatusCode == http.StatusOK
+	return out, nil
+}
+
+// GetSession returns a Session (SESSION_NOT_FOUND if none).
+func (c *Client) GetSession(ctx context.Context, id string) (Session, error) {
+	var out Session
+	err := c.apiJSON(ctx, http.MethodGet, "/sessions/"+url.PathEscape(id), nil, nil, &out, nil)
+	return out, err
+}
+
+// ListSessions returns a page of Sessions, of one Agent when agentID is
+// not empty, oldest first.
+func (c *Client) ListSessions(ctx context.Context, agentID string, page PageOptions) (Page[Session], error) {
+	q := page.query()
+	if agentID != "" {
+		q.Set("agent_id", agentID)
+	}
+	var out Page[Session]
+	err := c.apiJSON(ctx, http.MethodGet, "/sessions", q, nil, &out, nil)
+	return out, err
+}
+
+// DeleteSession deletes a Session with its log and releases its sandbox.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.apiJSON(ctx, http.MethodDelete, "/sessions/"+url.PathEscape(id), nil, nil, nil, nil)
+}
+
+// SendInput records an input; the Session answers inputs one at a time,
+// in order. A non-empty clientMessageID makes the call safe to retry: a
+// repeat returns the first receipt (Repeated set) and records nothing.
+func (c *Client) SendInput(ctx context.Context, sessionID, content, clientMessageID string) (Receipt, error) {
+	body := struct {
+		Content         string `json:"content"`
+		ClientMessageID string `json:"client_message_id,omitempty"`
+	}{content, clientMessageID}
+	resp, err := c.apiDo(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/turn-inputs", nil, body, nil)
+	if err != nil {
+		return Receipt{}, err
+	}
+	var out Receipt
+	if err := decodeBody(resp, &out); err != nil {
+		return Receipt{}, fmt.Errorf("send input: %w", err)
+	}
+	out.Repeated = resp.StatusCode == http.StatusOK
+	return out, nil
+}
+
+// Interrupt asks the Session to stop the reply in progress; it reports
+// whether there was one. Queued inputs stay queued.
+func (c *Client) Interrupt(ctx context.Context, sessionID string) (bool, error) {
+	var out struct {
+		Status string `json:"status"`
+	}
+	err := c.apiJSON(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/interrupt", nil, struct{}{}, &out, nil)
+	return out.Status == "accepted", err
+}
+
+// Respond answers the Session's pending interaction (INTERACTION_CLOSED
+// when interactionID is not the one open).
+func (c *Client) Respond(ctx context.Context, sessionID, interactionID string, answer Answer) error {
+	body := struct {
+		InteractionID string `json:"interaction_id"`
+		Answer        Answer `json:"answer"`
+	}{interactionID, answer}
+	return c.apiJSON(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/interaction-respond", nil, body, nil, nil)
+}
+
+// Messages returns the Session's conversation folded from its log.
+func (c *Client) Messages(ctx context.Context, sessionID string) (Transcript, error) {
+	var out Transcript
+	err := c.apiJSON(ctx, http.MethodGet, "/sessions/"+url.PathEscape(sessionID)+"/messages", nil, nil, &out, nil)
+	return out, err
+}
+
+// apiDo makes a request of the /api/v1 routes and returns the response of
+// a success; any other answer is returned as *APIError.
+func (c *Client) apiDo(ctx context.Context, method, path string, query url.Values, in any, header http.Header) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + "/api/v1" + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if c.key != "" {
+		req.Header.Set(HeaderAPIKey, c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	return nil, responseError(resp)
+}
+
+// apiJSON is apiDo that decodes a JSON answer into out (when not nil).
+func (c *Client) apiJSON(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header) error {
+	resp, err := c.apiDo(ctx, method, path, query, in, header)
+	if err != nil {
+		return err
+	}
+	if err := decodeBody(resp, out); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeBody decodes resp's JSON body into out (discarding it when out is
+// nil) and closes it.
+func decodeBody(resp *http.Response, out any) error {
+	defer resp.Body.Close()
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}
+
+// responseError reads an error answer's {code, message}.
+func responseError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var er wire.ErrorResponse
+	if json.Unmarshal(b, &er) != nil || er.Code == "" {
+		er = wire.ErrorResponse{Code: string(sandbox.CodeInternal), Message: strings.TrimSpace(string(b))}
+	}
+	return &APIError{Status: resp.StatusCode, Code: sandbox.Code(er.Code), Message: er.Message, RequestID: resp.Header.Get("X-Request-ID")}
+}
