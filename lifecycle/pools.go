@@ -153,7 +153,7 @@ func (s *Service) poolTargets(ctx context.Context, backend string) (map[string]p
 			continue
 		}
 		if b == backend {
-			out[poolKey(prof.Name, b, spec)] = poolTarget{profile: prof.Name, size: prof.PoolSize, spec: spec}
+			out[poolKey(prof.Name, s.unit(ctx, b), spec)] = poolTarget{profile: prof.Name, size: prof.PoolSize, spec: spec}
 		}
 	}
 	return out, nil
@@ -169,7 +169,7 @@ func (s *Service) refillPools(ctx context.Context, backend string) {
 		s.log.Warn("pool: list profiles", "backend", backend, "err", err)
 		return
 	}
-	recs, _, err := s.cfg.Store.ListSandboxes(ctx, store.ListFilter{Backend: backend, AllPools: true,
+	recs, _, err := s.cfg.Store.ListSandboxes(ctx, store.ListFilter{Backend: backend, Instance: s.Instance(ctx, backend), AllPools: true,
 		States: []sandbox.State{sandbox.StatePending, sandbox.StateRunning}})
 	if err != nil {
 		s.log.Warn("pool: list members", "backend", backend, "err", err)
@@ -212,6 +212,7 @@ func (s *Service) addPoolMember(ctx context.Context, backend, key string, t pool
 	rec := &store.Sandbox{
 		ID: newID(), Backend: backend, Profile: t.profile, Pool: key, State: sandbox.StatePending, Reason: "pool_fill",
 		Image: t.spec.Image, Spec: specJSON, Entrypoint: t.spec.Entrypoint, CreatedAt: now, UpdatedAt: now, LastActiveAt: now,
+		Instance: s.Instance(ctx, backend),
 	}
 	return s.provision(ctx, rec, t.spec)
 }

@@ -20,6 +20,7 @@ import (
 // and refills warm pools, also at once when a claim took a pooled box.
 // One slow or dead backend never delays another.
 func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
+	s.interval.Store(int64(interval))
 	var wg sync.WaitGroup
 	for name, p := range s.cfg.Backends {
 		wg.Add(1)
@@ -51,6 +52,9 @@ func (s *Service) waitForPass(ctx context.Context, backend string, tick <-chan t
 		case <-tick:
 			return true
 		case <-s.kicks[backend]:
+			if held, _ := s.holding.Load(backend); held != true {
+				continue // the instance's reconciler refills its pools
+			}
 			// A claimed box is usually used at once: let its first commands
 			// run before new boxes compete for the CPU (claims in a burst
 			// share one refill).
@@ -66,10 +70,24 @@ func (s *Service) waitForPass(ctx context.Context, backend string, tick <-chan t
 	}
 }
 
-// ReconcileBackend makes one pass over backend name.
+// ReconcileBackend makes one pass over backend name: over the records of
+// the backend instance it drives only, and only while this replica holds
+// the instance's reconciliation lease (renewed by every pass, lasting
+// leaseTTL), so replicas sharing an instance (a Docker engine) reconcile
+// it one at a time and never reap each other's boxes.
 func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.Provider) {
+	s.reconcileBackend(ctx, name, p, s.reconcileTTL())
+}
+
+func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.Provider, leaseTTL time.Duration) {
 	pass, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	instance := s.Instance(pass, name)
+	held := s.holdReconcile(pass, instance, leaseTTL)
+	s.holding.Store(name, held)
+	if !held {
+		return
+	}
 	now := s.now()
 	recs, _, err := s.cfg.Store.ListSandboxes(pass, store.ListFilter{Backend: name, AllPools: true})
 	if err != nil {
@@ -79,6 +97,9 @@ func (s *Service) ReconcileBackend(ctx context.Context, name string, p sandbox.P
 	known := map[string]bool{}
 	for _, rec := range recs {
 		known[rec.ID] = true
+		if rec.Instance != instance && (rec.Instance != "" || !s.adoptLegacy(pass, rec, instance)) {
+			continue // another instance's box: its own replicas reconcile it
+		}
 		switch {
 		case rec.ExpiresAt != nil && !now.Before(*rec.ExpiresAt):
 			s.reap(pass, rec.ID, "ttl_expiry")
@@ -155,4 +176,13 @@ func (s *Service) markFailed(ctx context.Context, id, reason string) {
 	}
 	rec.State, rec.Reason = sandbox.StateFailed, reason
 	_ = s.save(ctx, rec)
+}
+
+// reconcileTTL is how long a pass's lease lasts: three intervals, so a
+// replica that stops passing loses the instance to another within that.
+func (s *Service) reconcileTTL() time.Duration {
+	if iv := time.Duration(s.interval.Load()); iv > 0 {
+		return 3 * iv
+	}
+	return 15 * time.Second
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/astrabox/astrabox/sandbox"
@@ -44,6 +45,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
+	// Holder names this replica in reconciliation leases (its advertised
+	// URL; default "local").
+	Holder string
 }
 
 // Profile is a RuntimeProfile: defaults a create request starts from.
@@ -104,9 +108,16 @@ type Service struct {
 	now    func() time.Time
 	locks  sync.Map // id -> *sync.Mutex: one state change at a time per box
 	tokens sync.Map // id -> execd access token
-	subs   *broker
-	kicks  map[string]chan struct{} // backend -> refill its pools now
-	pools  poolStats
+	// instances caches backend name -> instance name (see Instance).
+	instances sync.Map
+	// holding records, per backend, whether the last pass held the
+	// instance's reconciliation lease.
+	holding sync.Map
+	// interval is the reconcile interval (Reconcile's), for lease TTLs.
+	interval atomic.Int64
+	subs     *broker
+	kicks    map[string]chan struct{} // backend -> refill its pools now
+	pools    poolStats
 }
 
 // New checks cfg and returns a Service. Profiles naming an installed but
@@ -127,6 +138,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = "local"
 	}
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = 2 * time.Minute
@@ -290,7 +304,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
 	if prof.PoolSize > 0 {
-		rec, err := s.claim(ctx, poolKey(prof.Name, backend, spec), spec, specJSON)
+		rec, err := s.claim(ctx, poolKey(prof.Name, s.unit(ctx, backend), spec), spec, specJSON)
 		if rec != nil || err != nil {
 			createSeconds.observe(backend, time.Since(start))
 			return rec, err
@@ -301,6 +315,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		ID: newID(), Backend: backend, Profile: prof.Name, State: sandbox.StatePending, Reason: "provisioning",
 		Image: spec.Image, Spec: specJSON, Metadata: spec.Metadata, Entrypoint: spec.Entrypoint,
 		CreatedAt: now, UpdatedAt: now, IdleTimeout: spec.IdleTimeout, LastActiveAt: now,
+		Instance: s.Instance(ctx, backend),
 	}
 	if spec.Timeout > 0 {
 		exp := now.Add(spec.Timeout)

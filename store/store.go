@@ -44,6 +44,9 @@ type Sandbox struct {
 	LastActiveAt time.Time
 	// ProviderState is the backend's opaque re-attach record.
 	ProviderState []byte
+	// Instance names the backend instance the box lives on (see
+	// sandbox.Instancer); "" for a record from before instances were kept.
+	Instance string
 	// Pool is empty for a user's sandbox. A warm box waiting to be claimed
 	// carries the key of its pool (see lifecycle); ClaimPooled empties it.
 	Pool string
@@ -53,8 +56,10 @@ type Sandbox struct {
 
 // ListFilter selects sandboxes. Zero fields select everything.
 type ListFilter struct {
-	States   []sandbox.State
-	Backend  string
+	States  []sandbox.State
+	Backend string
+	// Instance selects the records of one backend instance.
+	Instance string
 	Metadata map[string]string // every pair must match
 	// ExpiresBefore selects boxes whose ExpiresAt is set and before it
 	// (strictly).

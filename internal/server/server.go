@@ -87,7 +87,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.ReconcileInterval = 5 * time.Second
 	}
 	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
-		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger})
+		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
+		Holder: cfg.Holder})
 	if err != nil {
 		return nil, err
 	}

@@ -150,15 +150,18 @@ var defaultResources = sandbox.Resources{MilliCPU: 1000, MemoryBytes: 512 << 20,
 // nothing about boxes in memory: a new Provider on the same DataDir and
 // engine re-attaches to the boxes of an earlier one.
 type Provider struct {
-	cfg    Config
-	log    *slog.Logger
-	cli    *client.Client
-	local  bool   // execd is reached through a unix socket under DataDir
-	socket string // the engine's unix socket path, when it has one
-	copyIn bool   // the binary is copied into containers
-	iptab  string // iptables command; "" when unrestricted is unavailable
-	hash   string // short hash of Owner, for host-side names
-	binary string // host path of the binary bound into boxes (local, no copy)
+	cfg Config
+	log *slog.Logger
+	cli *client.Client
+
+	instanceMu sync.Mutex
+	instance   string // see Instance
+	local      bool   // execd is reached through a unix socket under DataDir
+	socket     string // the engine's unix socket path, when it has one
+	copyIn     bool   // the binary is copied into containers
+	iptab      string // iptables command; "" when unrestricted is unavailable
+	hash       string // short hash of Owner, for host-side names
+	binary     string // host path of the binary bound into boxes (local, no copy)
 
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex // per box id

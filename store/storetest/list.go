@@ -38,6 +38,10 @@ func listFixture(t *testing.T, st store.Store) {
 			s.State = r.state
 			s.Metadata = r.metadata
 			s.ExpiresAt = nil
+			s.Instance = r.backend + ":one"
+			if r.id == "b2" {
+				s.Instance = "docker:two"
+			}
 			if r.expires != 0 {
 				s.ExpiresAt = ptr(at(r.expires))
 			}
@@ -59,6 +63,9 @@ func testList(t *testing.T, st store.Store) {
 		{"two states", store.ListFilter{States: []sandbox.State{paused, running}}, []string{"a1", "a2", "b1"}},
 		{"backend", store.ListFilter{Backend: "docker"}, []string{"b1", "b2"}},
 		{"unknown backend", store.ListFilter{Backend: "nope"}, nil},
+		{"instance", store.ListFilter{Backend: "docker", Instance: "docker:one"}, []string{"b1"}},
+		{"other instance", store.ListFilter{Instance: "docker:two"}, []string{"b2"}},
+		{"unknown instance", store.ListFilter{Instance: "native:elsewhere"}, nil},
 		{"one pair", store.ListFilter{Metadata: map[string]string{"owner": "alice"}}, []string{"a1", "a2", "c2"}},
 		{"two pairs", store.ListFilter{Metadata: map[string]string{"owner": "alice", "team": "core"}}, []string{"a1"}},
 		{"two pairs other", store.ListFilter{Metadata: map[string]string{"team": "core", "owner": "bob"}}, []string{"b1"}},

@@ -110,6 +110,7 @@ func newSandbox(id string, mods ...func(*store.Sandbox)) *store.Sandbox {
 		IdleTimeout:   10 * time.Minute,
 		LastActiveAt:  at(2 * time.Second),
 		ProviderState: []byte{0, 1, 2, 0xff, 0},
+		Instance:      "native:host-a:0011",
 	}
 	for _, m := range mods {
 		m(s)
@@ -197,6 +198,9 @@ func sandboxDiff(got, want *store.Sandbox) []string {
 	}
 	if got.Pool != want.Pool {
 		add("Pool", got.Pool, want.Pool)
+	}
+	if got.Instance != want.Instance {
+		add("Instance", got.Instance, want.Instance)
 	}
 	if got.Version != want.Version {
 		add("Version", got.Version, want.Version)
