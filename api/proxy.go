@@ -163,6 +163,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if s.forwardElsewhere(w, r, rec) {
+		return
+	}
 	if rec.State != sandbox.StateRunning {
 		writeError(w, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s, not Running", id, rec.State))
 		return

@@ -235,27 +235,15 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Delete(r.Context(), r.PathValue("id"), "user_delete"); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.boxOp(w, r, func() error { return s.svc.Delete(r.Context(), r.PathValue("id"), "user_delete") }, http.StatusNoContent)
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.svc.Pause(r.Context(), r.PathValue("id")); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
+	s.boxOp(w, r, func() error { _, err := s.svc.Pause(r.Context(), r.PathValue("id")); return err }, http.StatusAccepted)
 }
 
 func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.svc.Resume(r.Context(), r.PathValue("id")); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
+	s.boxOp(w, r, func() error { _, err := s.svc.Resume(r.Context(), r.PathValue("id")); return err }, http.StatusAccepted)
 }
 
 func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {

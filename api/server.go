@@ -45,6 +45,9 @@ type Config struct {
 	// OpenAPI is served at /openapi.yaml (default: the embedded document
 	// of AstraBox's additions).
 	OpenAPI []byte
+	// Holder is this replica's advertised URL, as other replicas forward to
+	// it (default "local": a server of its own).
+	Holder string
 	// Platform serves the agent platform's /api/v1 routes (none when nil).
 	Platform *platform.Service
 }
@@ -287,6 +290,13 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	out["backends"] = backends
+	// Which backend instance each backend drives, and whether this replica
+	// is the one reconciling it now.
+	instances := map[string]map[string]any{}
+	for name := range s.svc.Backends() {
+		instances[name] = map[string]any{"instance": s.svc.Instance(ctx, name), "reconciling": s.svc.Reconciling(name)}
+	}
+	out["instances"] = instances
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusServiceUnavailable

@@ -92,3 +92,10 @@ func (s *Service) adoptLegacy(ctx context.Context, rec *store.Sandbox, instance 
 	*rec = *cur
 	return true
 }
+
+// Reconciling reports whether this replica's last pass over backend held
+// its instance's reconciliation lease.
+func (s *Service) Reconciling(backend string) bool {
+	held, _ := s.holding.Load(backend)
+	return held == true
+}

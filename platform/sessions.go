@@ -24,6 +24,10 @@ const (
 	StateDeleted          = "DELETED"
 )
 
+// WakeStream names the notification a Session's runtime holder listens
+// to for new work (inputs from any replica).
+func WakeStream(sessionID string) string { return "wake:" + sessionID }
+
 // MaxInputBytes bounds one input's content.
 const MaxInputBytes = 1 << 20
 
@@ -214,8 +218,13 @@ func (s *Service) SendInput(ctx context.Context, sessionID, content, clientMessa
 		return Receipt{}, false, fmt.Errorf("accept input: %w", err)
 	}
 	s.cfg.Log.Notifier.Notify(sessionID)
-	if !existed && s.waker != nil {
-		s.waker.Wake(sessionID)
+	if !existed {
+		// The holder of the Session's runtime may be another replica: it
+		// hears this; a local runner is woken (or started) directly.
+		s.cfg.Log.Notifier.Notify(WakeStream(sessionID))
+		if s.waker != nil {
+			s.waker.Wake(sessionID)
+		}
 	}
 	return Receipt{InputID: got.ID, TurnID: got.TurnID, ClientMessageID: got.ClientMessageID, Seq: got.Seq, State: got.State}, !existed, nil
 }

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -34,6 +35,13 @@ type Ring struct {
 type key struct {
 	id   string // first 8 bytes of the key's SHA-256, hex
 	aead cipher.AEAD
+	raw  []byte
+}
+
+func (k key) derive(purpose string) []byte {
+	m := hmac.New(sha256.New, k.raw)
+	m.Write([]byte("astrabox derived key v1\x00" + purpose))
+	return m.Sum(nil)
 }
 
 // New returns a ring of raw 32-byte keys, newest first.
@@ -52,7 +60,7 @@ func New(raw ...[]byte) (*Ring, error) {
 			return nil, fmt.Errorf("vault: key %d: %w", i+1, err)
 		}
 		sum := sha256.Sum256(k)
-		r.keys = append(r.keys, key{id: hex.EncodeToString(sum[:8]), aead: aead})
+		r.keys = append(r.keys, key{id: hex.EncodeToString(sum[:8]), aead: aead, raw: append([]byte(nil), k...)})
 	}
 	if len(r.keys) == 0 {
 		return nil, errors.New("vault: no key")
@@ -167,4 +175,12 @@ func (r *Ring) NeedsReseal(sealed string) bool {
 	}
 	id, _, _ := strings.Cut(rest, ":")
 	return id != r.keys[0].id
+}
+
+// Derive returns a 32-byte key for purpose (e.g. "proxy-signing"), the
+// HMAC-SHA256 of purpose under the newest master key: every server with
+// the same key file derives the same key, so replicas share it without
+// storing it. A rotation changes it.
+func (r *Ring) Derive(purpose string) []byte {
+	return r.keys[0].derive(purpose)
 }

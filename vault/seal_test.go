@@ -96,3 +96,17 @@ func FuzzOpen(f *testing.F) {
 		_, _ = r.Open(v, "a")
 	})
 }
+
+func TestDerive(t *testing.T) {
+	a, _ := New(make([]byte, 32))
+	b, _ := New(make([]byte, 32))
+	other := make([]byte, 32)
+	other[0] = 1
+	c, _ := New(other)
+	if string(a.Derive("x")) != string(b.Derive("x")) || len(a.Derive("x")) != 32 {
+		t.Fatal("the same key file must derive the same key")
+	}
+	if string(a.Derive("x")) == string(a.Derive("y")) || string(a.Derive("x")) == string(c.Derive("x")) {
+		t.Fatal("derived keys must differ by purpose and by master key")
+	}
+}

@@ -43,6 +43,18 @@ type serveConfig struct {
 	PublicHost     string                       `json:"publicHost"`
 	Profiles       map[string]lifecycle.Profile `json:"profiles"`
 	Docker         dockerConfig                 `json:"docker"`
+	// Replicas is what several servers on one PostgreSQL database share.
+	Replicas replicasConfig `json:"replicas"`
+}
+
+// replicasConfig is the "replicas" section of the config file.
+type replicasConfig struct {
+	// ReconcileInterval is the seconds between reconciler passes (default
+	// 5); a backend instance's reconciliation lease lasts three of them.
+	ReconcileInterval int `json:"reconcileInterval"`
+	// SessionLease is the seconds a Session runtime lease lasts (default
+	// 10), renewed every third of it.
+	SessionLease int `json:"sessionLease"`
 }
 
 // dockerConfig is the "docker" section of the config file.
@@ -58,6 +70,10 @@ type dockerConfig struct {
 	ReadonlyRootfs bool `json:"readonlyRootfs"`
 	// NoPull refuses images the engine does not hold.
 	NoPull bool `json:"noPull"`
+	// Owner labels everything the backend creates. Replicas sharing an
+	// engine set the same owner, so that they serve one backend instance
+	// (default: derived from the data dir, a server of its own).
+	Owner string `json:"owner"`
 }
 
 // decodeConfig reads a config file strictly: an unknown key (a typo, a
@@ -172,7 +188,19 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	}
 	scfg := server.Config{Store: st, Backends: enabled, Installed: installedBackends, DefaultBackend: *defaultBackend,
 		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Insecure: *insecure, PublicHost: *publicHost,
-		Vault: ring, Logger: log}
+		Vault: ring, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
+		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second}
+	if fileCfg.Replicas.ReconcileInterval < 0 || fileCfg.Replicas.SessionLease < 0 {
+		return errors.New("config: replicas.reconcileInterval and replicas.sessionLease must not be negative")
+	}
+	if pg, ok := st.(*postgres.Store); ok {
+		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
+		if err != nil {
+			return fmt.Errorf("listen for notifications: %w", err)
+		}
+		defer n.Close()
+		scfg.Notifier = n
+	}
 	if *insecure {
 		log.Warn("serving WITHOUT authentication (--insecure): anyone who reaches the listen address controls every sandbox")
 	}
@@ -190,9 +218,9 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 			fmt.Fprintf(stdio.Stderr, "API key: in %s (send it as the %s header)\n", where, api.HeaderAPIKey)
 		}
 	}
-	if scfg.SigningKey, err = signingKey(*dataDir); err != nil {
-		return err
-	}
+	// Replicas share the master key file, and so the key that signs
+	// endpoint tokens: a token from one is valid at every other.
+	scfg.SigningKey = ring.Derive("proxy-signing")
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -259,7 +287,8 @@ func newBackend(name, dataDir string, images *image.Store, dc dockerConfig, log 
 		return p, nil
 	case "docker":
 		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
-			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Logger: log.With("backend", "docker")})
+			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner,
+			Logger: log.With("backend", "docker")})
 		if err != nil {
 			return nil, err
 		}
@@ -299,19 +328,4 @@ func apiKeyHash(key, dataDir string) ([32]byte, string, error) {
 		return h, "", fmt.Errorf("write key hash: %w", err)
 	}
 	return h, credFile, nil
-}
-
-// signingKey loads or creates the key that signs endpoint tokens, so they
-// stay valid across restarts.
-func signingKey(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, "signing.key")
-	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
-		return b, nil
-	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, fmt.Errorf("write signing key: %w", err)
-	}
-	return b, nil
 }

@@ -28,6 +28,7 @@ type serveProcess struct {
 	bin     string
 	dataDir string
 	addr    string
+	args    []string // beyond --listen, --data-dir and --api-key
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	log     *lockedBuffer
@@ -50,7 +51,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func newServeProcess(t *testing.T) *serveProcess {
+func newServeProcess(t *testing.T, args ...string) *serveProcess {
 	testenv.NeedRoot(t)
 	dataDir, err := os.MkdirTemp("", "astrabox-kill-")
 	if err != nil {
@@ -65,7 +66,10 @@ func newServeProcess(t *testing.T) *serveProcess {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	p := &serveProcess{t: t, bin: testenv.AstraboxBinary(t), dataDir: dataDir, addr: addr, log: &lockedBuffer{}}
+	if len(args) == 0 {
+		args = []string{"--backends", "native"}
+	}
+	p := &serveProcess{t: t, bin: testenv.AstraboxBinary(t), dataDir: dataDir, addr: addr, args: args, log: &lockedBuffer{}}
 	sum := sha256.Sum256([]byte(filepath.Join(dataDir, "native")))
 	cgroupParent := "astrabox-" + hex.EncodeToString(sum[:4])
 	t.Cleanup(func() {
@@ -73,7 +77,7 @@ func newServeProcess(t *testing.T) *serveProcess {
 		if err := unix.Unmount(filepath.Join(dataDir, "native", "bin"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			t.Errorf("unmount: %v", err)
 		}
-		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} {
+		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} { // once empty, the native backend's cgroup parent
 			_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, cgroupParent))
 		}
 		if err := os.RemoveAll(dataDir); err != nil {
@@ -89,7 +93,7 @@ func newServeProcess(t *testing.T) *serveProcess {
 // start runs the server and waits until it answers.
 func (p *serveProcess) start() {
 	p.t.Helper()
-	p.cmd = exec.Command(p.bin, "serve", "--listen", p.addr, "--data-dir", p.dataDir, "--api-key", servertest.Key, "--backends", "native")
+	p.cmd = exec.Command(p.bin, append([]string{"serve", "--listen", p.addr, "--data-dir", p.dataDir, "--api-key", servertest.Key}, p.args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)

@@ -50,6 +50,9 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// LeaseTTL is a Session lease's lifetime (default 10 s).
 	LeaseTTL time.Duration
+	// Notifier wakes log followers and runtime holders; across replicas it
+	// must reach them all (PostgreSQL's LISTEN/NOTIFY). Default: in-process.
+	Notifier stream.Notifier
 	// SessionIdleTimeout releases idle runtimes whose profile names none.
 	SessionIdleTimeout time.Duration
 	Logger             *slog.Logger
@@ -92,7 +95,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := &stream.Log{Store: cfg.Store, Notifier: stream.NewLocal()}
+	if cfg.Notifier == nil {
+		cfg.Notifier = stream.NewLocal()
+	}
+	log := &stream.Log{Store: cfg.Store, Notifier: cfg.Notifier}
 	plat, err := platform.New(platform.Config{Store: cfg.Store, Sandboxes: svc, Engines: cfg.Engines, Vault: cfg.Vault,
 		Log: log, Logger: cfg.Logger.With("component", "platform")})
 	if err != nil {
@@ -102,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout: cfg.SessionIdleTimeout, Logger: cfg.Logger.With("component", "runner")})
 	plat.SetWaker(runners)
 	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Platform: plat, APIKeyHash: cfg.APIKeyHash,
-		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, Logger: cfg.Logger})
+		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, Logger: cfg.Logger, Holder: cfg.Holder})
 	return &Server{Sandboxes: svc, Platform: plat, Runners: runners, Handler: handler, cfg: cfg}, nil
 }
 

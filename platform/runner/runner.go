@@ -194,11 +194,15 @@ func (r *runner) step() (bool, error) {
 func (r *runner) wait(ctx context.Context) (bool, error) {
 	idle := time.NewTimer(r.idleTimeout())
 	defer idle.Stop()
+	remote, stop := r.m.p.Log().Notifier.Subscribe(platform.WakeStream(r.id))
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-r.wake:
+			return true, nil
+		case <-remote:
 			return true, nil
 		case batch := <-r.rt.events:
 			if err := r.handle(ctx, coalesce(batch, r.rt.events)); err != nil {

@@ -272,6 +272,13 @@ func Attach(t testing.TB, url, backend string, model *fakemodel.Server) *Env {
 	return &Env{t: t, URL: url, Backend: backend, Model: model}
 }
 
+// DockerImage returns the name of the test image in the local Docker
+// Engine (the ASTRABOX_TEST_ROOTFS tarball, imported once per engine).
+func DockerImage(t testing.TB) string {
+	_, name := dockerProvider(t)
+	return name
+}
+
 // dockerProvider returns a docker backend on a fresh data dir with a
 // unique owner, and the test image (the rootfs tarball named by
 // ASTRABOX_TEST_ROOTFS, imported under a tag derived from the file so that
