@@ -114,6 +114,10 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 		case rec.State == sandbox.StatePending && now.Sub(rec.CreatedAt) > s.cfg.CreateTimeout+time.Minute:
 			s.reap(pass, rec.ID, "provision_timeout")
 		case rec.State == sandbox.StateRunning || rec.State == sandbox.StatePaused:
+			if err := s.ensureAttached(pass, rec); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+				s.log.Warn("reconcile: re-attach", "backend", name, "sandbox_id", rec.ID, "err", err)
+				continue
+			}
 			info, err := p.Inspect(pass, rec.ID)
 			if errors.Is(err, sandbox.ErrNotFound) || (err == nil && info.State == sandbox.StateFailed) {
 				reason := "box_lost"

@@ -108,6 +108,9 @@ type Service struct {
 	now    func() time.Time
 	locks  sync.Map // id -> *sync.Mutex: one state change at a time per box
 	tokens sync.Map // id -> execd access token
+	// attached records the boxes this process's providers know (see
+	// ensureAttached).
+	attached sync.Map
 	// instances caches backend name -> instance name (see Instance).
 	instances sync.Map
 	// holding records, per backend, whether the last pass held the
@@ -426,6 +429,7 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	}
 	rec.State = sandbox.StateTerminated
 	s.tokens.Delete(id)
+	s.attached.Delete(id)
 	s.emit(ctx, rec)
 	if err := s.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("forget sandbox %s: %w", id, err)
@@ -556,6 +560,9 @@ func (s *Service) Dial(ctx context.Context, rec *store.Sandbox) (net.Conn, error
 	if !ok {
 		return nil, sandbox.Errorf(sandbox.CodeBackendDisabled, "backend %q is not enabled", rec.Backend)
 	}
+	if err := s.ensureAttached(ctx, rec); err != nil {
+		return nil, err
+	}
 	return p.Dial(ctx, rec.ID)
 }
 
@@ -568,6 +575,12 @@ func (s *Service) AccessToken(ctx context.Context, rec *store.Sandbox) (string, 
 	p, ok := s.cfg.Backends[rec.Backend]
 	if !ok {
 		return "", sandbox.Errorf(sandbox.CodeBackendDisabled, "backend %q is not enabled", rec.Backend)
+	}
+	if err := s.ensureAttached(ctx, rec); err != nil {
+		return "", err
+	}
+	if t, ok := s.tokens.Load(rec.ID); ok {
+		return t.(string), nil
 	}
 	info, err := p.Inspect(ctx, rec.ID)
 	if err != nil {

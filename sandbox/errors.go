@@ -140,4 +140,8 @@ var (
 	ErrUnsupported = errors.New("operation not supported by this backend")
 	// ErrNotFound is wrapped by providers when a box id is unknown to them.
 	ErrNotFound = errors.New("sandbox not found")
+	// ErrBadStateBlob is wrapped by Attacher.Attach (and by a provider
+	// reading its own records) for a state blob it cannot read: not a
+	// JSON object of its format, or of a version it does not know.
+	ErrBadStateBlob = errors.New("unreadable provider state blob")
 )

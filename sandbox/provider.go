@@ -29,8 +29,10 @@ type Info struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// AccessToken authenticates calls to the box's execd (X-EXECD-ACCESS-TOKEN).
 	AccessToken string `json:"-"`
-	// StateBlob is the provider's versioned, opaque re-attach record; the
-	// server stores it and hands it back through Attacher after a restart.
+	// StateBlob is the provider's versioned, opaque re-attach record of
+	// the box (its format: see Attacher). The server stores the latest one
+	// it sees and hands it back through Attacher.Attach after a restart.
+	// It may hold the access token.
 	StateBlob []byte `json:"-"`
 }
 
@@ -63,4 +65,37 @@ type Provider interface {
 	List(ctx context.Context) ([]Info, error)
 	// Dial opens a connection to the box's execd.
 	Dial(ctx context.Context, id string) (net.Conn, error)
+}
+
+// Attacher is implemented by providers that can re-attach to a box from the
+// state blob they returned for it (Info.StateBlob): what a server does after
+// a restart, or a replica that takes over another's boxes, before it
+// reaches a box it knows only from its own records.
+//
+// The blob is versioned and opaque: a JSON object whose integer "version"
+// member names its format, every other member the backend's own. A backend
+// reads every version it has written since the format was introduced and
+// refuses the others; a blob may hold the box's access token, so whoever
+// stores it keeps it as secret as the token.
+type Attacher interface {
+	// Attach rebuilds this Provider's handle on box id from blob, the
+	// latest Info.StateBlob of id, so that Dial, Inspect, Pause, Resume and
+	// Delete work on the box through this Provider, and returns the box's
+	// observed Info (a box whose processes died is returned Failed, without
+	// an error, for the caller to delete).
+	//
+	// Attach is idempotent and harmless on a box this Provider already
+	// knows. Where the backend still holds its own record of the box, that
+	// record wins over blob (which may be older); where the record was
+	// lost and the box still runs, blob restores it.
+	//
+	// Errors: an invalid id is CodeInvalidRequest; a blob this backend
+	// cannot read (undecodable, or of a version it does not know) wraps
+	// ErrBadStateBlob and changes nothing; a box that has no record and
+	// does not run as blob describes (gone, or blob is another box's)
+	// wraps ErrNotFound, and List still reports whatever remains of it
+	// for the orphan sweep; a box that runs but cannot be reached from
+	// this Provider is CodeUnavailable. ctx bounds the call, not the
+	// box's life.
+	Attach(ctx context.Context, id string, blob []byte) (Info, error)
 }

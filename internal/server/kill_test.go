@@ -74,8 +74,11 @@ func newServeProcess(t *testing.T, args ...string) *serveProcess {
 	cgroupParent := "astrabox-" + hex.EncodeToString(sum[:4])
 	t.Cleanup(func() {
 		p.stop()
-		if err := unix.Unmount(filepath.Join(dataDir, "native", "bin"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			t.Errorf("unmount: %v", err)
+		for _, backend := range []string{"native", "docker"} {
+			bin := filepath.Join(dataDir, backend, "bin")
+			if err := unix.Unmount(bin, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				t.Errorf("unmount %s: %v", bin, err)
+			}
 		}
 		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} { // once empty, the native backend's cgroup parent
 			_ = os.Remove(filepath.Join("/sys/fs/cgroup", c, cgroupParent))

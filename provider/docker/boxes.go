@@ -25,17 +25,19 @@ const (
 	labelBackend = "io.astrabox.backend" // always "docker"
 )
 
-// stateVersion is the version of boxState this package writes and reads.
-const stateVersion = 1
-
 // boxState is the versioned record of a box: kept in its directory (mode
 // 0600; the directory is never visible in the box) and returned as
 // Info.StateBlob, from which Attach restores it.
 type boxState struct {
-	Version   int                 `json:"version"`
-	Container string              `json:"container"` // engine id
-	Token     string              `json:"token"`
-	Socket    bool                `json:"socket,omitempty"`   // execd is reached through run/execd.sock
+	Version   int    `json:"version"`
+	Container string `json:"container"` // engine id
+	Token     string `json:"token"`
+	Socket    bool   `json:"socket,omitempty"` // execd is reached through run/execd.sock
+	// RunDir is the host path of that run directory: in the data dir of
+	// the server that made the box, which a replica sharing the engine on
+	// the same host reaches it through ("" in records from before: the
+	// local data dir's).
+	RunDir    string              `json:"runDir,omitempty"`
 	DialHost  string              `json:"dialHost,omitempty"` // else through this host
 	Port      int                 `json:"port,omitempty"`     // and published port
 	Image     string              `json:"image"`
@@ -77,17 +79,6 @@ func (p *Provider) readState(id string) (boxState, error) {
 		return boxState{}, fmt.Errorf("read state of %s: %w", id, err)
 	}
 	return decodeState(id, b)
-}
-
-func decodeState(id string, b []byte) (boxState, error) {
-	var st boxState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return boxState{}, fmt.Errorf("decode state of %s: %w", id, err)
-	}
-	if st.Version != stateVersion {
-		return boxState{}, fmt.Errorf("state of %s has unknown version %d", id, st.Version)
-	}
-	return st, nil
 }
 
 // observed maps what the engine reports of a container onto a State and
@@ -226,6 +217,12 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 
 func (p *Provider) remove(ctx context.Context, id string) error {
 	name := p.containerName(id)
+	// A box another replica on this host made keeps its run directory in
+	// that replica's data dir: it goes with the box too.
+	var foreignRun string
+	if st, err := p.readState(id); err == nil && st.RunDir != "" && st.RunDir != p.runDir(id) {
+		foreignRun = st.RunDir
+	}
 	delay := 10 * time.Millisecond
 	for {
 		_, rmErr := p.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -247,6 +244,14 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 	}
 	if err := p.removeBoxDir(id); err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	if foreignRun != "" {
+		if err := unmountDir(foreignRun); err != nil {
+			return fmt.Errorf("delete %s: %w", id, err)
+		}
+		if err := os.RemoveAll(filepath.Dir(foreignRun)); err != nil {
+			return fmt.Errorf("delete %s: remove the making replica's box directory: %w", id, err)
+		}
 	}
 	return nil
 }
@@ -304,7 +309,11 @@ func (p *Provider) Dial(ctx context.Context, id string) (net.Conn, error) {
 
 func (p *Provider) dialState(ctx context.Context, id string, st boxState) (net.Conn, error) {
 	if st.Socket {
-		c, err := dialRunSocket(ctx, p.runDir(id))
+		dir := st.RunDir
+		if dir == "" {
+			dir = p.runDir(id)
+		}
+		c, err := dialRunSocket(ctx, dir)
 		if err != nil {
 			return nil, fmt.Errorf("dial box %s: %w", id, err)
 		}
@@ -319,34 +328,4 @@ func (p *Provider) dialState(ctx context.Context, id string, st boxState) (net.C
 		return nil, fmt.Errorf("dial box %s: %w", id, err)
 	}
 	return c, nil
-}
-
-// Attach restores box id's record from blob (an Info.StateBlob this
-// backend returned) when the record is missing, as on a server whose data
-// dir was lost or that took over from another replica, and returns the
-// box's Info. The container must still exist. A box reached through a
-// unix socket cannot be re-attached this way: its socket lives in the
-// original data dir.
-func (p *Provider) Attach(ctx context.Context, id string, blob []byte) (sandbox.Info, error) {
-	if err := validID(id); err != nil {
-		return sandbox.Info{}, err
-	}
-	st, err := decodeState(id, blob)
-	if err != nil {
-		return sandbox.Info{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "attach %s: %w", id, err)
-	}
-	unlock := p.lock(id)
-	defer unlock()
-	if _, err := p.readState(id); errors.Is(err, sandbox.ErrNotFound) {
-		if st.Socket {
-			return sandbox.Info{}, sandbox.Errorf(sandbox.CodeUnavailable, "attach %s: its execd socket was in another data dir", id)
-		}
-		if err := os.MkdirAll(p.boxDir(id), 0o700); err != nil {
-			return sandbox.Info{}, fmt.Errorf("attach %s: %w", id, err)
-		}
-		if err := p.writeState(id, st); err != nil {
-			return sandbox.Info{}, fmt.Errorf("attach %s: %w", id, err)
-		}
-	}
-	return p.inspect(ctx, id)
 }

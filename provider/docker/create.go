@@ -115,7 +115,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		return sandbox.Info{}, fmt.Errorf("create box directory: %w", err)
 	}
 	if p.local {
-		st.Socket = true
+		st.Socket, st.RunDir = true, p.runDir(id)
 		if err := p.makeRunDir(id); err != nil {
 			return sandbox.Info{}, err
 		}

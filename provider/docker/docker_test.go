@@ -1,19 +1,11 @@
 package docker_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
 
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/docker"
@@ -21,211 +13,10 @@ import (
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
 )
 
-// Environment of the tests that need an engine.
-const (
-	// envRootfs names a root file system tarball (optionally compressed)
-	// with bash, coreutils and python3, such as a Debian bookworm rootfs;
-	// the tests import it into the engine.
-	envRootfs = "ASTRABOX_TEST_ROOTFS"
-	// envImage names an image the engine already holds to use instead.
-	envImage = "ASTRABOX_TEST_DOCKER_IMAGE"
-)
-
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
-
-type harness struct {
-	p       *docker.Provider
-	cfg     docker.Config
-	image   string
-	engine  *client.Client
-	dataDir string
-}
-
-func (h *harness) Provider() sandbox.Provider { return h.p }
-
-// Spec leaves room for the suite's 1 GiB file: /workspace is a tmpfs,
-// charged to the box's memory limit.
-func (h *harness) Spec() sandbox.Spec {
-	return sandbox.Spec{Image: h.image, Resources: sandbox.Resources{MemoryBytes: 3 << 30, DiskBytes: 2 << 30}}
-}
-
-// CheckGone implements sandboxtest.LeakChecker: no container or network
-// labelled with the id, no box directory and no host mount of it remain.
-func (h *harness) CheckGone(t *testing.T, id string) {
-	t.Helper()
-	ctx := ctx(t)
-	filter := make(client.Filters).Add("label", "io.astrabox.sandbox-id="+id)
-	cs, err := h.engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs.Items {
-		t.Errorf("container %s of %s is left (%s)", c.ID[:12], id, c.State)
-	}
-	ns, err := h.engine.NetworkList(ctx, client.NetworkListOptions{Filters: filter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range ns.Items {
-		t.Errorf("network %s of %s is left", n.Name, id)
-	}
-	if _, err := os.Stat(filepath.Join(h.dataDir, "boxes", id)); !os.IsNotExist(err) {
-		t.Errorf("box directory of %s is left: %v", id, err)
-	}
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	if strings.Contains(string(mounts), id) {
-		t.Errorf("a mount of %s is left on the host", id)
-	}
-}
-
-// checkOwnerGone checks that, once its boxes are deleted and the
-// Provider closed, nothing the backend made is left: no container or
-// network with its owner label, no host rule for its bridge.
-func (h *harness) checkOwnerGone(t *testing.T) {
-	t.Helper()
-	ctx := ctx(t)
-	filter := make(client.Filters).Add("label", "io.astrabox.owner="+h.cfg.Owner)
-	cs, err := h.engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs.Items {
-		t.Errorf("container %s (%v) is left", c.ID[:12], c.Labels)
-	}
-	ns, err := h.engine.NetworkList(ctx, client.NetworkListOptions{Filters: filter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range ns.Items {
-		t.Errorf("network %s is left", n.Name)
-	}
-	if out, err := exec.Command("iptables", "-w", "-S").Output(); err == nil && strings.Contains(string(out), h.p.NetworkBridge()) {
-		t.Errorf("host rules for bridge %s are left", h.p.NetworkBridge())
-	}
-}
-
-var (
-	imageMu sync.Mutex
-	image   string
-)
-
-// testImage returns the image boxes run: envImage, or the tarball named
-// by envRootfs imported with p (once; the engine keeps it under a tag
-// derived from the file, so later runs reuse it).
-func testImage(t *testing.T, p *docker.Provider, engine *client.Client) string {
-	imageMu.Lock()
-	defer imageMu.Unlock()
-	if image != "" {
-		return image
-	}
-	if name := os.Getenv(envImage); name != "" {
-		image = name
-		return image
-	}
-	path := os.Getenv(envRootfs)
-	testenv.Need(t, path != "", envRootfs+" (a rootfs tarball with bash and python3)")
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatalf("%s: %v", envRootfs, err)
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d", path, fi.Size(), fi.ModTime().UnixNano()))
-	name := "astrabox-test/rootfs:" + hex.EncodeToString(sum[:6])
-	if _, err := engine.ImageInspect(ctx(t), name); err == nil {
-		image = name
-		return image
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := p.ImportRootfs(ctx(t), name, f); err != nil {
-		t.Fatalf("import %s: %v", path, err)
-	}
-	image = name
-	return image
-}
-
-// newHarness returns a harness on a fresh data dir; adjust changes the
-// Config before the Provider is made.
-func newHarness(t *testing.T, adjust func(*docker.Config)) *harness {
-	testenv.NeedRoot(t)
-	testenv.NeedDocker(t)
-	binary := testenv.AstraboxBinary(t)
-	dir, err := os.MkdirTemp("", "astrabox-docker-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := docker.Config{DataDir: dir, Binary: binary, Owner: "astrabox-test-" + sandboxtest.NewID()}
-	if adjust != nil {
-		adjust(&cfg)
-	}
-	p, err := docker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := client.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{p: p, cfg: cfg, engine: engine, dataDir: dir}
-	t.Cleanup(func() {
-		defer engine.Close()
-		if err := p.Close(); err != nil {
-			t.Errorf("close provider: %v", err)
-		}
-		h.checkOwnerGone(t)
-	})
-	h.image = testImage(t, p, engine)
-	return h
-}
 
 func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, newHarness(t, nil))
-}
-
-func TestRestartReattaches(t *testing.T) {
-	h := newHarness(t, nil)
-	id := sandboxtest.NewID()
-	info, err := h.p.Create(ctx(t), id, h.Spec())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &sandboxtest.Box{ID: id, Info: info, Client: sandboxtest.Connect(h.p, info)}
-	if _, out, _ := sh(t, b, nil, "echo before > /workspace/mark; cat /workspace/mark"); out != "before\n" {
-		t.Fatalf("first provider: %q", out)
-	}
-
-	// A new Provider on the same data dir knows nothing but what is on
-	// disk and in the engine.
-	p2, err := docker.New(h.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p2.Close()
-	got, err := p2.Inspect(ctx(t), id)
-	if err != nil || got.State != sandbox.StateRunning || got.AccessToken != info.AccessToken {
-		t.Fatalf("inspect from a new provider: %+v, %v", got, err)
-	}
-	list, err := p2.List(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !containsID(list, id, sandbox.StateRunning) {
-		t.Fatalf("the new provider does not list %s running: %+v", id, list)
-	}
-	b2 := &sandboxtest.Box{ID: id, Info: got, Client: sandboxtest.Connect(p2, got)}
-	if _, out, _ := sh(t, b2, nil, "cat /workspace/mark"); out != "before\n" {
-		t.Fatalf("through the new provider: %q", out)
-	}
-	if err := p2.Delete(ctx(t), id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.p.Inspect(ctx(t), id); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Fatalf("the first provider still sees the box: %v", err)
-	}
-	h.CheckGone(t, id)
 }
 
 func TestUnknownImage(t *testing.T) {
@@ -326,29 +117,6 @@ func TestRemoteEngine(t *testing.T) {
 	}
 }
 
-func TestOrphansAreListedAndRemoved(t *testing.T) {
-	h := newHarness(t, nil)
-	id := sandboxtest.NewID()
-	if _, err := h.p.Create(ctx(t), id, h.Spec()); err != nil {
-		t.Fatal(err)
-	}
-	// A crash that lost the box's record leaves its container.
-	if err := os.Remove(filepath.Join(h.dataDir, "boxes", id, "state.json")); err != nil {
-		t.Fatal(err)
-	}
-	list, err := h.p.List(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !containsID(list, id, sandbox.StateFailed) {
-		t.Fatalf("List does not show the orphan %s as failed: %+v", id, list)
-	}
-	if err := h.p.Delete(ctx(t), id); err != nil {
-		t.Fatal(err)
-	}
-	h.CheckGone(t, id)
-}
-
 func TestCapabilitiesFollowTheConfig(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
@@ -408,30 +176,6 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("health: %+v", h)
 	}
 	t.Logf("engine API version %s", p2.APIVersion())
-}
-
-func containsID(list []sandbox.Info, id string, state sandbox.State) bool {
-	for _, i := range list {
-		if i.ID == id && i.State == state {
-			return true
-		}
-	}
-	return false
-}
-
-// containerOf returns the engine's view of box id's container.
-func (h *harness) containerOf(t *testing.T, id string) client.ContainerInspectResult {
-	t.Helper()
-	filter := make(client.Filters).Add("label", "io.astrabox.sandbox-id="+id)
-	cs, err := h.engine.ContainerList(ctx(t), client.ContainerListOptions{All: true, Filters: filter})
-	if err != nil || len(cs.Items) != 1 {
-		t.Fatalf("container of %s: %v (%d found)", id, err, len(cs.Items))
-	}
-	res, err := h.engine.ContainerInspect(ctx(t), cs.Items[0].ID, client.ContainerInspectOptions{})
-	if cerrdefs.IsNotFound(err) || err != nil {
-		t.Fatalf("inspect container of %s: %v", id, err)
-	}
-	return res
 }
 
 func TestInvalidIDs(t *testing.T) {

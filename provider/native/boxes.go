@@ -26,7 +26,8 @@ import (
 )
 
 // boxState is the versioned record of a box, kept in its directory (mode
-// 0600, unreadable from inside the box) and returned as Info.StateBlob.
+// 0600, unreadable from inside the box) and returned as Info.StateBlob,
+// from which Attach restores it.
 type boxState struct {
 	Version   int       `json:"version"`
 	PID       int       `json:"pid"`
@@ -155,7 +156,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	st := boxState{Version: 1, PID: cmd.Process.Pid, PIDStart: procfs.StartTime(cmd.Process.Pid), Slot: slot, Token: token,
+	st := boxState{Version: stateVersion, PID: cmd.Process.Pid, PIDStart: procfs.StartTime(cmd.Process.Pid), Slot: slot, Token: token,
 		Image: spec.Image, CreatedAt: time.Now().UTC()}
 	if err := p.writeState(id, st); err != nil {
 		return sandbox.Info{}, err
@@ -306,14 +307,7 @@ func (p *Provider) readState(id string) (boxState, error) {
 	if err != nil {
 		return boxState{}, fmt.Errorf("read state of %s: %w", id, err)
 	}
-	var st boxState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return boxState{}, fmt.Errorf("decode state of %s: %w", id, err)
-	}
-	if st.Version != 1 {
-		return boxState{}, fmt.Errorf("state of %s has unknown version %d", id, st.Version)
-	}
-	return st, nil
+	return decodeState(id, b)
 }
 
 // info turns a state record into observed Info.

@@ -4,82 +4,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/testenv"
-	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
-
-type harness struct {
-	p       *native.Provider
-	dataDir string
-	cgroup  string
-}
-
-func (h *harness) Provider() sandbox.Provider { return h.p }
-
-// Spec leaves room for the suite's 1 GiB file: the writable layer is
-// memory-backed and charged to the box's memory limit.
-func (h *harness) Spec() sandbox.Spec {
-	return sandbox.Spec{Image: "host", Resources: sandbox.Resources{MemoryBytes: 3 << 30, DiskBytes: 2 << 30}}
-}
-
-// CheckGone implements sandboxtest.LeakChecker.
-func (h *harness) CheckGone(t *testing.T, id string) {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(h.dataDir, "boxes", id)); !os.IsNotExist(err) {
-		t.Errorf("box directory of %s is left: %v", id, err)
-	}
-	for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} {
-		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", c, h.cgroup, id)); err == nil {
-			t.Errorf("cgroup %s of %s is left", c, id)
-		}
-	}
-	slots, _ := os.ReadDir(filepath.Join(h.dataDir, "slots"))
-	for _, s := range slots {
-		b, _ := os.ReadFile(filepath.Join(h.dataDir, "slots", s.Name(), "id"))
-		if string(b) == id {
-			t.Errorf("uid slot %s of %s is left", s.Name(), id)
-		}
-	}
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	if strings.Contains(string(mounts), id) {
-		t.Errorf("a mount of %s is left on the host", id)
-	}
-}
-
-func newHarness(t *testing.T) *harness {
-	return newHarnessWith(t, nil)
-}
-
-// newHarnessWith is newHarness with an image store resolving image names.
-func newHarnessWith(t *testing.T, images func(string) (string, error)) *harness {
-	testenv.NeedRoot(t)
-	binary := testenv.AstraboxBinary(t)
-	dir, err := os.MkdirTemp("", "astrabox-native-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cgroup := "astrabox-test-" + strconv.Itoa(os.Getpid())
-	p, err := native.New(native.Config{DataDir: dir, Binary: binary, CgroupParent: cgroup, Images: images})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("close provider: %v", err)
-		}
-	})
-	return &harness{p: p, dataDir: dir, cgroup: cgroup}
-}
 
 func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, newHarness(t))
@@ -93,13 +27,27 @@ const debianImage = "debian:12"
 // image/debootstrap.sh), imported into a fresh image store.
 type debianHarness struct {
 	*harness
-	resolve func(string) (string, error) // image name -> its root on the host
+	resolve  func(string) (string, error) // image name -> its root on the host
+	imageDir string                       // the image store
 }
 
 func (h debianHarness) Spec() sandbox.Spec {
 	s := h.harness.Spec()
 	s.Image = debianImage
 	return s
+}
+
+// Hardening implements sandboxtest.Hardened for boxes of the image: its
+// /usr and /etc are the box's own (copied up on write), and the image
+// store stays out of the box's mountinfo too. The data dir does not: the
+// options of the box's overlay root, which mountinfo shows, name its
+// layers under DataDir/boxes (a known gap of the backend; the host-image
+// harness checks the data dir).
+func (h debianHarness) Hardening() sandboxtest.Hardening {
+	hd := h.boxHardening()
+	hd.HostPaths = slices.DeleteFunc(hd.HostPaths, func(p string) bool { return p == h.dataDir })
+	hd.HostPaths = append(hd.HostPaths, h.imageDir)
+	return hd
 }
 
 func newDebianHarness(t *testing.T) debianHarness {
@@ -118,7 +66,7 @@ func newDebianHarness(t *testing.T) debianHarness {
 	if _, err := store.Import(t.Context(), debianImage, rootfs, image.ImportOptions{}); err != nil {
 		t.Fatalf("import %s: %v", rootfs, err)
 	}
-	return debianHarness{newHarnessWith(t, store.Resolve), store.Resolve}
+	return debianHarness{newHarnessWith(t, store.Resolve), store.Resolve, dir}
 }
 
 // TestConformanceDebian runs the suite in boxes of an imported image: an

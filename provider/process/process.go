@@ -47,7 +47,7 @@ type Provider struct {
 }
 
 // state is written to a box's directory so that List and Inspect work
-// across Provider instances.
+// across Provider instances, and is the box's Info.StateBlob.
 type state struct {
 	Version   int       `json:"version"`
 	PID       int       `json:"pid"`
@@ -167,7 +167,7 @@ func (p *Provider) start(ctx context.Context, id, dir string, spec sandbox.Spec)
 	if err := cmd.Start(); err != nil {
 		return sandbox.Info{}, fmt.Errorf("start execd: %w", err)
 	}
-	st := state{Version: 1, PID: cmd.Process.Pid, Token: token, CreatedAt: time.Now().UTC()}
+	st := state{Version: stateVersion, PID: cmd.Process.Pid, Token: token, CreatedAt: time.Now().UTC()}
 	p.procs[id] = cmd
 	go func() { _ = cmd.Wait() }()
 	b, _ := json.Marshal(st)
@@ -229,11 +229,7 @@ func (p *Provider) readState(id string) (state, error) {
 	if err != nil {
 		return state{}, fmt.Errorf("read state: %w", err)
 	}
-	var st state
-	if err := json.Unmarshal(b, &st); err != nil {
-		return state{}, fmt.Errorf("decode state of %s: %w", id, err)
-	}
-	return st, nil
+	return decodeState(id, b)
 }
 
 func (p *Provider) inspect(id string) (sandbox.Info, error) {

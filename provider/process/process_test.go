@@ -23,19 +23,33 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type harness struct{ p *process.Provider }
+type harness struct {
+	p   *process.Provider
+	cfg process.Config
+}
 
 func (h harness) Provider() sandbox.Provider { return h.p }
 func (h harness) Spec() sandbox.Spec         { return sandbox.Spec{Image: "host"} }
 
-func TestConformance(t *testing.T) {
-	p, err := process.New(process.Config{
-		Dir:     t.TempDir(),
-		Command: []string{os.Args[0]},
-		Env:     []string{"ASTRABOX_TEST_MAIN=1"},
-	})
+// Reopen implements sandboxtest.Reopener: a Provider on the same Dir. A
+// process Provider holds nothing that needs releasing.
+func (h harness) Reopen(t *testing.T) sandbox.Provider {
+	p, err := process.New(h.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandboxtest.Run(t, harness{p})
+	return p
+}
+
+func TestConformance(t *testing.T) {
+	cfg := process.Config{
+		Dir:     t.TempDir(),
+		Command: []string{os.Args[0]},
+		Env:     []string{"ASTRABOX_TEST_MAIN=1"},
+	}
+	p, err := process.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Run(t, harness{p, cfg})
 }

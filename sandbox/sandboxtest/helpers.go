@@ -35,6 +35,28 @@ func mustRun(t testing.TB, b *Box, command string) string {
 	return string(ex.Stdout)
 }
 
+// shell runs a foreground shell command in b as uid (nil: the box's
+// default user, root in an isolating backend) and returns its exit code,
+// stdout and stderr; a transport error fails the test.
+func shell(t testing.TB, b *Box, uid *uint32, command string) (int, string, string) {
+	t.Helper()
+	ex, err := b.Client.Run(ctxFor(t, 2*time.Minute), wire.RunCommandRequest{Command: command, UID: uid})
+	if err != nil {
+		t.Fatalf("run %q: %v", command, err)
+	}
+	return ex.ExitCode, string(ex.Stdout), string(ex.Stderr)
+}
+
+func uidPtr(v uint32) *uint32 { return &v }
+
+// isolating skips t unless the backend separates boxes from the host.
+func isolating(t *testing.T, h Harness) {
+	t.Helper()
+	if iso := h.Provider().Capabilities().Isolation; iso == "" || iso == sandbox.IsolationNone {
+		t.Skipf("backend %s does not isolate boxes (isolation %q)", h.Provider().Name(), iso)
+	}
+}
+
 // raw sends an HTTP request straight to b's execd and returns the status
 // and the decoded error body (if any).
 func raw(t testing.TB, b *Box, method, path, contentType string, body io.Reader) (int, wire.ErrorResponse, []byte) {

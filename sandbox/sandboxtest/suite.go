@@ -1,6 +1,10 @@
 // Package sandboxtest is the conformance suite every sandbox backend must
 // pass unchanged: Run(t, harness) creates boxes through the backend's
-// Provider and drives them through execd with the Go client.
+// Provider and drives them through execd with the Go client. Cases that
+// need something only some backends offer are gated by the backend's
+// Capabilities (isolation, limits, pause) or by an optional interface of
+// the harness (see harness.go), and skip with the reason otherwise; a
+// case that checks a hazard gets a fresh box for each of its subtests.
 package sandboxtest
 
 import (
@@ -15,21 +19,6 @@ import (
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/sandbox"
 )
-
-// Harness supplies the backend under test.
-type Harness interface {
-	// Provider is the backend under test.
-	Provider() sandbox.Provider
-	// Spec is the spec of an ordinary box (its image has bash, coreutils
-	// and python3).
-	Spec() sandbox.Spec
-}
-
-// LeakChecker is implemented by harnesses that can tell whether anything of
-// a deleted box is left on the host (processes, mounts, cgroups, files).
-type LeakChecker interface {
-	CheckGone(t *testing.T, id string)
-}
 
 // Box is a running box of the backend under test.
 type Box struct {
@@ -98,6 +87,12 @@ func Run(t *testing.T, h Harness) {
 		{"Proxy", testProxy},
 		{"Metrics", testMetrics},
 		{"Tunnel", testTunnel},
+		{"Reattach", testReattach},
+		{"Pause", testPause},
+		{"KernelSurface", testKernelSurface},
+		{"Limits", testLimits},
+		{"Isolation", testIsolation},
+		{"Orphans", testOrphans},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.fn(t, h) })

@@ -1,0 +1,244 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/api/wire"
+	"github.com/astrabox/astrabox/client"
+	execdwire "github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/server/servertest"
+	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/store/postgres"
+)
+
+// reconcileEvery is the replicas' reconcile interval in seconds; an
+// instance's reconciliation lease lasts three.
+const reconcileEvery = 1
+
+type replicaBox struct {
+	id, backend string
+	via         int // the replica that created it
+}
+
+// TestReplicasShareOneEngine: three `astrabox serve` replicas on one
+// PostgreSQL database share one Docker engine, each with a native backend
+// of its own. Boxes made through any replica stay Running, commands reach
+// every box through every replica (another host's native boxes through
+// the replica serving them), exactly one replica reconciles the shared
+// engine, and when it is killed another takes over within a lease period
+// with no box lost or wrongly reaped; restarted, it re-attaches.
+func TestReplicasShareOneEngine(t *testing.T) {
+	testenv.NeedRoot(t)
+	testenv.NeedDocker(t)
+	dsn := os.Getenv("ASTRABOX_TEST_POSTGRES")
+	testenv.Need(t, dsn != "", "PostgreSQL (ASTRABOX_TEST_POSTGRES)")
+	image := servertest.DockerImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	scratch, drop, err := postgres.CreateScratch(ctx, dsn, "astrabox_replicas_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+
+	// What replicas share: the database, the API key, the master key file
+	// and the Docker owner label.
+	var mk, own [16]byte
+	_, _ = rand.Read(mk[:])
+	_, _ = rand.Read(own[:])
+	masterKey := hex.EncodeToString(append(mk[:], mk[:]...)) + "\n"
+	cfg, _ := json.Marshal(map[string]any{"docker": map[string]any{"owner": "astrabox-replicas-" + hex.EncodeToString(own[:4])},
+		"replicas": map[string]any{"reconcileInterval": reconcileEvery}})
+	var reps []*serveProcess
+	for i := 0; i < 3; i++ {
+		p := newServeProcess(t, "--database", scratch, "--backends", "native,docker")
+		cfgFile := filepath.Join(p.dataDir, "config.json")
+		if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.dataDir, "master.key"), []byte(masterKey), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.args = append(p.args, "--config", cfgFile, "--public-host", p.addr)
+		p.start()
+		reps = append(reps, p)
+	}
+	c := func(i int) *client.Client { return client.New("http://"+reps[i].addr, servertest.Key) }
+
+	// Two boxes through each replica: one on the shared engine, one on
+	// its own host's native backend.
+	var boxes []replicaBox
+	for i := range reps {
+		for _, backend := range []string{"docker", "native"} {
+			req := wire.CreateSandboxRequest{Entrypoint: []string{"sleep", "infinity"}, Backend: backend}
+			if backend == "docker" {
+				req.Image = &wire.ImageSpec{URI: image}
+			}
+			sb, err := c(i).Create(ctx, req, client.CreateOptions{})
+			if err != nil {
+				t.Fatalf("create %s box through replica %d: %v", backend, i, err)
+			}
+			boxes = append(boxes, replicaBox{sb.ID, backend, i})
+		}
+	}
+	t.Cleanup(func() {
+		for _, b := range boxes {
+			_ = c(b.via).Delete(context.Background(), b.id)
+		}
+	})
+
+	// They stay Running for five reconcile periods, seen from every replica.
+	observe := time.Now().Add(5 * reconcileEvery * time.Second)
+	for time.Now().Before(observe) {
+		checkRunning(t, ctx, c, boxes, []int{0, 1, 2})
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Commands reach every box through every replica.
+	for i := range reps {
+		for _, b := range boxes {
+			runThrough(t, ctx, c(i), b, fmt.Sprintf("from replica %d", i))
+		}
+	}
+	// Exactly one replica reconciles the shared engine.
+	holder := engineReconciler(t, reps, []int{0, 1, 2})
+
+	// kill -9 of it: another takes the engine over within a lease period
+	// (three reconcile intervals) and the next pass.
+	killed := time.Now()
+	reps[holder].kill9()
+	var alive []int
+	for i := range reps {
+		if i != holder {
+			alive = append(alive, i)
+		}
+	}
+	deadline := time.Now().Add(time.Duration(3*reconcileEvery+2*reconcileEvery) * time.Second)
+	var next int
+	for {
+		if n, ok := tryEngineReconciler(reps, alive); ok {
+			next = n
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no replica took the engine over within %v of the kill", time.Since(killed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("replica %d took the shared engine over %v after replica %d was killed", next, time.Since(killed).Round(time.Millisecond), holder)
+	// No box is lost or reaped: the dead replica's docker boxes are served
+	// by the others; its native boxes are its host's, left alone.
+	observe = time.Now().Add(3 * reconcileEvery * time.Second)
+	for time.Now().Before(observe) {
+		checkRunning(t, ctx, c, boxes, alive)
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, i := range alive {
+		for _, b := range boxes {
+			if b.backend == "docker" || b.via != holder {
+				runThrough(t, ctx, c(i), b, fmt.Sprintf("from replica %d after the kill", i))
+			}
+		}
+	}
+	// Restarted on its data dir, the dead replica re-attaches to its boxes.
+	reps[holder].start()
+	for _, b := range boxes {
+		runThrough(t, ctx, c(holder), b, "after the restart")
+	}
+}
+
+// checkRunning fails unless every box is Running as every replica in
+// from sees it.
+func checkRunning(t *testing.T, ctx context.Context, c func(int) *client.Client, boxes []replicaBox, from []int) {
+	t.Helper()
+	for _, i := range from {
+		for _, b := range boxes {
+			sb, err := c(i).Get(ctx, b.id)
+			if err != nil {
+				t.Fatalf("replica %d: get %s box %s: %v", i, b.backend, b.id, err)
+			}
+			if sb.Status.State != "Running" {
+				t.Fatalf("replica %d: %s box %s (made through replica %d) is %s: %s", i, b.backend, b.id, b.via, sb.Status.State, sb.Status.Reason)
+			}
+		}
+	}
+}
+
+func runThrough(t *testing.T, ctx context.Context, c *client.Client, b replicaBox, what string) {
+	t.Helper()
+	ex, err := c.Execd(ctx, b.id)
+	if err != nil {
+		t.Fatalf("%s: execd of %s box %s: %v", what, b.backend, b.id, err)
+	}
+	out, err := ex.Run(ctx, execdwire.RunCommandRequest{Command: "echo reached " + b.id})
+	if err != nil || !strings.Contains(string(out.Stdout), "reached "+b.id) {
+		t.Fatalf("%s: command in %s box %s (made through replica %d): %q, %v", what, b.backend, b.id, b.via, out.Stdout, err)
+	}
+}
+
+// readiness is the part of /readyz about backend instances.
+type readiness struct {
+	Instances map[string]struct {
+		Instance    string `json:"instance"`
+		Reconciling bool   `json:"reconciling"`
+	} `json:"instances"`
+}
+
+func ready(p *serveProcess) (readiness, error) {
+	var r readiness
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	return r, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+// tryEngineReconciler returns the one replica of among reconciling the
+// shared engine, false when none or several do, or they name different
+// engine instances.
+func tryEngineReconciler(reps []*serveProcess, among []int) (int, bool) {
+	holder, n, name := -1, 0, ""
+	for _, i := range among {
+		r, err := ready(reps[i])
+		if err != nil {
+			return -1, false
+		}
+		d := r.Instances["docker"]
+		if name != "" && d.Instance != name {
+			return -1, false
+		}
+		name = d.Instance
+		if d.Reconciling {
+			holder, n = i, n+1
+		}
+	}
+	return holder, n == 1
+}
+
+func engineReconciler(t *testing.T, reps []*serveProcess, among []int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if h, ok := tryEngineReconciler(reps, among); ok {
+			return h
+		}
+		if time.Now().After(deadline) {
+			for _, i := range among {
+				r, err := ready(reps[i])
+				t.Logf("replica %d: %+v %v", i, r, err)
+			}
+			t.Fatal("not exactly one replica reconciles the shared engine")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
