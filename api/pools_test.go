@@ -12,6 +12,7 @@ import (
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -164,11 +165,8 @@ func TestWarmPoolSurvivesRestart(t *testing.T) {
 		t.Fatalf("pool %v", pooled)
 	}
 	// A second service over the same store: nothing in memory.
-	svc2, err := lifecycle.New(lifecycle.Config{Store: e.svc.Store(), Backends: map[string]sandbox.Provider{"process": e.p}, DefaultBackend: "process",
-		Profiles: map[string]lifecycle.Profile{"warm": {Name: "warm", Backend: "process", PoolSize: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc2 := newServer(t, server.Config{Store: e.svc.Store(), Backends: map[string]sandbox.Provider{"process": e.p}, DefaultBackend: "process",
+		Profiles: map[string]lifecycle.Profile{"warm": {Name: "warm", Backend: "process", PoolSize: 1}}}).Sandboxes
 	svc2.ReconcileBackend(ctx, "process", e.p) // keeps the member, adds none
 	if got := poolMembers(t, e); !slices.Equal(got, pooled) {
 		t.Fatalf("after restart: pool %v, want %v", got, pooled)

@@ -204,7 +204,8 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		Transport:     s.transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "sandbox %s: cannot reach its execd: %v", id, err))
+			// The transport's error (addresses, sockets) is for the log only.
+			writeError(w, &sandbox.Error{Code: sandbox.CodeUpstreamUnreachable, Message: fmt.Sprintf("sandbox %s: cannot reach its execd", id), Err: err})
 		},
 	}
 	rp.ServeHTTP(w, r)

@@ -133,15 +133,6 @@ func (s *Server) routes() {
 }
 
 // handle registers an authenticated route.
-// statusOf is the HTTP status of an error code: the platform's table, then
-// the sandbox layer's.
-func statusOf(code sandbox.Code) int {
-	if st, ok := platform.StatusByCode[code]; ok {
-		return st
-	}
-	return code.HTTPStatus()
-}
-
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
@@ -177,8 +168,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.mux.ServeHTTP(rec, r)
 	if rec.status >= 500 {
+		// The cause's full text goes to the log only; the client saw its
+		// safe message.
 		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "request_id", id,
-			"ms", time.Since(start).Milliseconds())
+			"ms", time.Since(start).Milliseconds(), "err", rec.err)
 	}
 	if rec.status >= 400 {
 		apiErrors.Add(1)
@@ -188,6 +181,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// err is the error writeError answered with, for the log.
+	err error
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -217,15 +212,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers with err's code and HTTP status; internal errors do
-// not leak their details.
+// writeError answers with err's code, the status the registry gives it
+// (see RegisterStatus) and its client-safe message (sandbox.MessageOf):
+// never the text of a wrapped internal error, and for INTERNAL_ERROR only
+// "internal error". err itself (Error(): the full chain) is kept for the
+// request's log line when w is the server's recorder.
 func writeError(w http.ResponseWriter, err error) {
 	code := sandbox.CodeOf(err)
 	msg := sandbox.MessageOf(err)
 	if code == sandbox.CodeInternal {
 		msg = "internal error"
 	}
+	if rec := recorderOf(w); rec != nil {
+		rec.err = err
+	}
 	writeJSON(w, statusOf(code), ErrorResponse{Code: string(code), Message: msg})
+}
+
+// recorderOf finds the server's statusRecorder under w's wrappers, or nil.
+func recorderOf(w http.ResponseWriter) *statusRecorder {
+	for range 8 { // wrappers are few; a bound guards against cycles
+		switch v := w.(type) {
+		case *statusRecorder:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // decode reads one JSON object into v, refusing unknown fields' wrong

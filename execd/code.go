@@ -125,7 +125,7 @@ func startInterp(cfg *Config, log *slog.Logger, id, dir string) (*interp, error)
 	}
 	if err := startProcess(cmd); err != nil {
 		closeAll(files...)
-		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start python interpreter %s: %w", python, err)
+		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start python interpreter %s: %v", python, err)
 	}
 	closeAll(outW, errW, reqR, ctlW)
 	in := &interp{id: id, log: log, pid: cmd.Process.Pid, reqW: reqW, limit: cfg.OutputLimit, ready: make(chan string, 1), exited: make(chan struct{})}
@@ -238,7 +238,7 @@ func (in *interp) start(code string) (*codeRun, error) {
 	line, err := pydriver.Request{Code: code, Marker: marker}.Encode()
 	if err != nil {
 		in.busy.Unlock()
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%w", err)
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%v", err)
 	}
 	rec := newRunRecord(in.id, code, in.limit)
 	run := &codeRun{rec: rec, started: make(chan struct{}), ctlDone: make(chan struct{})}
@@ -253,7 +253,7 @@ func (in *interp) start(code string) (*codeRun, error) {
 		in.cur = nil
 		in.mu.Unlock()
 		in.busy.Unlock()
-		return nil, sandbox.Errorf(sandbox.CodeConflict, "context %s does not accept input (its interpreter has ended): %w", in.id, err)
+		return nil, sandbox.Errorf(sandbox.CodeConflict, "context %s does not accept input (its interpreter has ended): %v", in.id, err)
 	}
 	go in.await(run)
 	return run, nil

@@ -177,7 +177,7 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 	}
 	if err := startProcess(cmd); err != nil {
 		closeAll(outR, outW, errR, errW, inR, inW)
-		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start command: %w", err)
+		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start command: %v", err)
 	}
 	closeAll(outW, errW, inR)
 
@@ -380,7 +380,7 @@ func (c *command) writeStdin(r io.Reader, closeAfter bool) (int64, error) {
 	}
 	n, err := io.Copy(c.stdin, r)
 	if err != nil && !errors.Is(err, syscall.EPIPE) {
-		return n, sandbox.Errorf(sandbox.CodeRuntime, "write stdin: %w", err)
+		return n, sandbox.Errorf(sandbox.CodeRuntime, "write stdin: %v", err)
 	}
 	if closeAfter || err != nil {
 		_ = c.stdin.Close()

@@ -87,13 +87,13 @@ func lookupID(name, kind string, code sandbox.Code) (int, error) {
 	if kind == "user" {
 		u, err := user.Lookup(name)
 		if err != nil {
-			return -1, sandbox.Errorf(code, "unknown user %q: %w", name, err)
+			return -1, sandbox.Errorf(code, "unknown user %q: %v", name, err)
 		}
 		id = u.Uid
 	} else {
 		g, err := user.LookupGroup(name)
 		if err != nil {
-			return -1, sandbox.Errorf(code, "unknown group %q: %w", name, err)
+			return -1, sandbox.Errorf(code, "unknown group %q: %v", name, err)
 		}
 		id = g.Gid
 	}

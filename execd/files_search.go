@@ -29,7 +29,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	g, err := glob.Compile(pattern)
 	if err != nil {
-		writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid search pattern: %w", err))
+		writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid search pattern: %v", err))
 		return
 	}
 	fi, err := os.Stat(root)

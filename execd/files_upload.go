@@ -54,7 +54,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "upload body must be multipart/form-data: %w", err))
+		writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "upload body must be multipart/form-data: %v", err))
 		return
 	}
 	var pending []uploadTarget
@@ -65,7 +65,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err != nil {
-			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "malformed multipart body: %w", err))
+			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "malformed multipart body: %v", err))
 			return
 		}
 		switch name := part.FormName(); name {
@@ -109,14 +109,14 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readUploadMetadata(part *multipart.Part) (uploadTarget, error) {
 	b, err := io.ReadAll(io.LimitReader(part, s.cfg.MaxJSONBytes+1))
 	if err != nil {
-		return uploadTarget{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "read metadata part: %w", err)
+		return uploadTarget{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "read metadata part: %v", err)
 	}
 	if int64(len(b)) > s.cfg.MaxJSONBytes {
 		return uploadTarget{}, sandbox.Errorf(sandbox.CodePayloadTooLarge, "metadata part exceeds %d bytes", s.cfg.MaxJSONBytes)
 	}
 	var meta wire.FileMetadata
 	if err := json.Unmarshal(b, &meta); err != nil {
-		return uploadTarget{}, sandbox.Errorf(sandbox.CodeInvalidFileMetadata, "metadata is not a valid JSON object: %w", err)
+		return uploadTarget{}, sandbox.Errorf(sandbox.CodeInvalidFileMetadata, "metadata is not a valid JSON object: %v", err)
 	}
 	return s.prepareUpload(meta)
 }
@@ -247,7 +247,7 @@ func (s *Server) receiveFile(part io.Reader, t uploadTarget) (err error) {
 	}
 	switch {
 	case err != nil && src.err != nil:
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "read file part for %s: %w", t.path, src.err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "read file part for %s: %v", t.path, src.err)
 	case err != nil:
 		return fileError("write", t.path, err)
 	case limit > 0 && n > limit:

@@ -20,10 +20,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers with err's code, its HTTP status and a message.
+// writeError answers with err's code, the status execd's table gives it
+// (wire.StatusOf) and its client-safe message (sandbox.MessageOf).
 func writeError(w http.ResponseWriter, err error) {
 	code := sandbox.CodeOf(err)
-	writeJSON(w, code.HTTPStatus(), wire.ErrorResponse{Code: string(code), Message: sandbox.MessageOf(err)})
+	writeJSON(w, wire.StatusOf(code), wire.ErrorResponse{Code: string(code), Message: sandbox.MessageOf(err)})
 }
 
 // decodeJSON reads one JSON value of at most limit bytes from r's body into

@@ -171,7 +171,7 @@ func (m *metricsSampler) memory() (total, used uint64, err error) {
 		return limit, min(usage, limit), nil
 	}
 	if hostErr != nil {
-		return 0, 0, sandbox.Errorf(sandbox.CodeRuntime, "read memory usage: %w", hostErr)
+		return 0, 0, sandbox.Errorf(sandbox.CodeRuntime, "read memory usage: %v", hostErr)
 	}
 	return hostTotal, hostTotal - min(hostAvail, hostTotal), nil
 }

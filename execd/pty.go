@@ -261,7 +261,7 @@ func (p *ptySession) start(pipe bool, cols, rows uint16) error {
 		outs, err = p.startPTY(cmd, cols, rows)
 	}
 	if err != nil {
-		return sandbox.Errorf(sandbox.CodeRuntime, "start pty session %s: %w", p.id, err)
+		return sandbox.Errorf(sandbox.CodeRuntime, "start pty session %s: %v", p.id, err)
 	}
 	p.started, p.pipe, p.pid = true, pipe, cmd.Process.Pid
 	go p.run(cmd, outs)
@@ -389,7 +389,7 @@ func (p *ptySession) writeStdin(b []byte) error {
 		return sandbox.Errorf(sandbox.CodeConflict, "pty session %s is not running", p.id)
 	}
 	if _, err := w.Write(b); err != nil {
-		return sandbox.Errorf(sandbox.CodeRuntime, "write stdin: %w", err)
+		return sandbox.Errorf(sandbox.CodeRuntime, "write stdin: %v", err)
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func startShell(cfg *Config, log *slog.Logger, id, dir string) (*shell, error) {
 	}
 	if err := startProcess(cmd); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
-		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start shell %s: %w", cfg.Shell, err)
+		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start shell %s: %v", cfg.Shell, err)
 	}
 	closeAll(inR, outW, errW)
 	sh := &shell{id: id, cfg: cfg, log: log, pid: cmd.Process.Pid, stdin: inW, exited: make(chan struct{})}
@@ -180,7 +180,7 @@ func (sh *shell) start(cmdline, cwd string, timeout time.Duration) (*command, er
 		sh.cur = nil
 		sh.mu.Unlock()
 		sh.busy.Unlock()
-		return nil, sandbox.Errorf(sandbox.CodeConflict, "session %s does not accept input (its shell has ended): %w", sh.id, err)
+		return nil, sandbox.Errorf(sandbox.CodeConflict, "session %s does not accept input (its shell has ended): %v", sh.id, err)
 	}
 	var timer *time.Timer
 	if timeout > 0 {

@@ -128,5 +128,5 @@ func listenTunnel(addr netip.AddrPort) (*net.TCPListener, error) {
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
 		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s is not available in the sandbox (is its loopback interface up?)", addr)
 	}
-	return nil, sandbox.Errorf(sandbox.CodeRuntime, "listen on %s: %w", addr, err)
+	return nil, sandbox.Errorf(sandbox.CodeRuntime, "listen on %s: %v", addr, err)
 }

@@ -66,7 +66,7 @@ func indexTar(f *os.File) (*tarSource, error) {
 			break
 		}
 		if err != nil {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "not a valid tar archive: %w", err)
+			return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "not a valid tar archive: %v", err)
 		}
 		name, err := cleanName(hdr.Name)
 		if err != nil {
@@ -148,7 +148,7 @@ func spool(dst string, r io.Reader, maxBytes int64) (*os.File, error) {
 		if errors.As(err, &se) {
 			return nil, err
 		}
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "decompress archive: %w", err)
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "decompress archive: %v", err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()

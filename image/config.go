@@ -46,7 +46,7 @@ type configFile struct {
 func parseConfig(raw []byte) (*Config, string, error) {
 	var cf configFile
 	if err := json.Unmarshal(raw, &cf); err != nil {
-		return nil, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "parse image config: %w", err)
+		return nil, "", sandbox.Errorf(sandbox.CodeInvalidRequest, "parse image config: %v", err)
 	}
 	c := cf.Config
 	cfg := &Config{

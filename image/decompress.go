@@ -58,13 +58,13 @@ func decompress(r io.Reader) (io.ReadCloser, compression, error) {
 	case gzipped:
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, c, sandbox.Errorf(sandbox.CodeInvalidRequest, "gzip: %w", err)
+			return nil, c, sandbox.Errorf(sandbox.CodeInvalidRequest, "gzip: %v", err)
 		}
 		return zr, c, nil
 	case zstandard:
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
 		if err != nil {
-			return nil, c, sandbox.Errorf(sandbox.CodeInvalidRequest, "zstd: %w", err)
+			return nil, c, sandbox.Errorf(sandbox.CodeInvalidRequest, "zstd: %v", err)
 		}
 		return zr.IOReadCloser(), c, nil
 	case bzipped:

@@ -72,7 +72,7 @@ func (x *extractor) applyLayer(ctx context.Context, r io.Reader) error {
 			break
 		}
 		if err != nil {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "read tar: %w", err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "read tar: %v", err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			return fmt.Errorf("entry %q: %w", hdr.Name, err)
@@ -225,7 +225,7 @@ func (x *extractor) file(rel, dir, base string, hdr *tar.Header, r io.Reader) er
 	if err != nil {
 		f.Close()
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "truncated archive: %w", err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "truncated archive: %v", err)
 		}
 		return fmt.Errorf("write: %w", err)
 	}

@@ -61,7 +61,7 @@ func (b *build) importPath(ctx context.Context, p string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "import %s: %w", p, err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "import %s: %v", p, err)
 		}
 		return fmt.Errorf("import: %w", err)
 	}
@@ -165,10 +165,10 @@ func (b *build) applyBlob(ctx context.Context, r io.Reader) error {
 		return err
 	}
 	if _, err := io.Copy(io.Discard, dec); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "read layer: %w", err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "read layer: %v", err)
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "read layer: %w", err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "read layer: %v", err)
 	}
 	b.info.Layers++
 	return nil

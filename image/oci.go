@@ -71,7 +71,7 @@ func (b *build) importOCI(ctx context.Context, src source) error {
 	}
 	var idx ociIndex
 	if err := json.Unmarshal(raw, &idx); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "parse index.json: %w", err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "parse index.json: %v", err)
 	}
 	cands, err := collectManifests(src, idx.Manifests, 0)
 	if err != nil {
@@ -86,7 +86,7 @@ func (b *build) importOCI(ctx context.Context, src source) error {
 	}
 	var man ociManifest
 	if err := json.Unmarshal(raw, &man); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "parse manifest %s: %w", d.Digest, err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "parse manifest %s: %v", d.Digest, err)
 	}
 	if raw, err = readBlob(src, man.Config); err != nil {
 		return err
@@ -147,7 +147,7 @@ func collectManifests(src source, descs []descriptor, depth int) ([]descriptor, 
 		case mtOCIIndex, mtDockerList:
 			var sub ociIndex
 			if err := json.Unmarshal(raw, &sub); err != nil {
-				return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "parse index %s: %w", d.Digest, err)
+				return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "parse index %s: %v", d.Digest, err)
 			}
 			more, err := collectManifests(src, sub.Manifests, depth+1)
 			if err != nil {

@@ -41,7 +41,7 @@ func (s *Store) Pull(ctx context.Context, ref, name string, opts PullOptions) (I
 	}
 	r, err := regname.ParseReference(ref, nameOpts...)
 	if err != nil {
-		return Info{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %w", ref, err)
+		return Info{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %v", ref, err)
 	}
 	if name == "" {
 		if name, err = nameFromRef(r); err != nil {
@@ -134,14 +134,14 @@ func registryErr(ctx context.Context, ref string, err error) error {
 	if errors.As(err, &terr) {
 		switch terr.StatusCode {
 		case http.StatusNotFound:
-			return sandbox.Errorf(sandbox.CodeImageNotFound, "pull %s: %w", ref, err)
+			return sandbox.Errorf(sandbox.CodeImageNotFound, "pull %s: %v", ref, err)
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "pull %s: the registry refused anonymous access: %w", ref, err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "pull %s: the registry refused anonymous access: %v", ref, err)
 		}
-		return sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "pull %s: %w", ref, err)
+		return sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "pull %s: %v", ref, err)
 	}
 	if strings.Contains(err.Error(), "no child with platform") {
-		return sandbox.Errorf(sandbox.CodeImageNotFound, "pull %s: %w", ref, err)
+		return sandbox.Errorf(sandbox.CodeImageNotFound, "pull %s: %v", ref, err)
 	}
-	return sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "pull %s: %w", ref, err)
+	return sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "pull %s: %v", ref, err)
 }

@@ -2,66 +2,78 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
+	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/store"
 )
 
-// broker fans state events out to live subscribers (the events stream of
-// the API). Slow subscribers lose events rather than block the service;
-// they can re-read from the store by sequence.
+// broker holds the log the Service records sandbox state events on (see
+// SetEventLog): each sandbox's events are the durable stream
+// EventStream(id), which followers on any replica are woken on.
 type broker struct {
-	mu   sync.Mutex
-	subs map[string]map[chan store.Event]struct{}
+	mu  sync.Mutex
+	log EventLog // nil until set or first used
 }
 
-func newBroker() *broker { return &broker{subs: map[string]map[chan store.Event]struct{}{}} }
+func newBroker() *broker { return &broker{} }
 
-// emit records rec's current state as an event and publishes it.
-func (s *Service) emit(ctx context.Context, rec *store.Sandbox) {
-	ev := store.Event{SandboxID: rec.ID, State: rec.State, Reason: rec.Reason, At: s.now().UTC()}
-	seq, err := s.cfg.Store.AppendEvent(context.WithoutCancel(ctx), ev)
-	if err != nil {
-		s.log.Warn("record sandbox event", "sandbox_id", rec.ID, "err", err)
-		return
-	}
-	ev.Seq = seq
-	s.subs.publish(ev)
-}
-
-func (b *broker) publish(ev store.Event) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for ch := range b.subs[ev.SandboxID] {
-		select {
-		case ch <- ev:
-		default:
-		}
-	}
-}
-
-// Subscribe returns a channel of the events of sandbox id from now on, and
-// a function that ends the subscription.
-func (s *Service) Subscribe(id string) (<-chan store.Event, func()) {
-	ch := make(chan store.Event, 64)
+// eventLog returns the Service's event log, making the in-process default
+// on first use when none was set.
+func (s *Service) eventLog() EventLog {
 	b := s.subs
 	b.mu.Lock()
-	if b.subs[id] == nil {
-		b.subs[id] = map[chan store.Event]struct{}{}
+	defer b.mu.Unlock()
+	if b.log == nil {
+		b.log = &stream.Log{Store: s.cfg.Store, Notifier: stream.NewLocal()}
 	}
-	b.subs[id][ch] = struct{}{}
-	b.mu.Unlock()
-	return ch, func() {
-		b.mu.Lock()
-		delete(b.subs[id], ch)
-		if len(b.subs[id]) == 0 {
-			delete(b.subs, id)
-		}
-		b.mu.Unlock()
+	return b.log
+}
+
+// emit records rec's current state as the next event of its stream, which
+// wakes its followers. A failure is logged: the record is saved already.
+func (s *Service) emit(ctx context.Context, rec *store.Sandbox) {
+	entry, err := encodeEvent(store.Event{SandboxID: rec.ID, State: rec.State, Reason: rec.Reason, At: s.now().UTC()})
+	if err == nil {
+		_, err = s.eventLog().Append(context.WithoutCancel(ctx), EventStream(rec.ID), 0, entry)
+	}
+	if err != nil {
+		s.log.Warn("record sandbox event", "sandbox_id", rec.ID, "state", rec.State, "err", err)
 	}
 }
 
-// Events returns the recorded events of sandbox id after seq.
+// Events returns the recorded events of sandbox id with Seq > afterSeq, in
+// order (none for an unknown sandbox). Seqs are the sandbox's own, gap-free
+// from 1, and the events of a deleted sandbox are kept.
 func (s *Service) Events(ctx context.Context, id string, afterSeq int64) ([]store.Event, error) {
-	return s.cfg.Store.Events(ctx, id, afterSeq)
+	entries, err := s.cfg.Store.ReadStream(ctx, EventStream(id), afterSeq, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read events of sandbox %s: %w", id, err)
+	}
+	out := make([]store.Event, 0, len(entries))
+	for _, e := range entries {
+		ev, ok, err := decodeEvent(id, e)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// FollowEvents calls fn for every event of sandbox id with Seq > afterSeq,
+// in order: the recorded ones, then each new one as any replica records it.
+// It returns nil when fn returns false, fn's error, or ctx.Err() when ctx
+// ends; it never ends by itself (fn decides, e.g. at a terminal state).
+func (s *Service) FollowEvents(ctx context.Context, id string, afterSeq int64, fn func(store.Event) (bool, error)) error {
+	return s.eventLog().Follow(ctx, EventStream(id), afterSeq, func(e store.LogEntry) (bool, error) {
+		ev, ok, err := decodeEvent(id, e)
+		if err != nil || !ok {
+			return err == nil, err
+		}
+		return fn(ev)
+	})
 }

@@ -77,6 +77,9 @@ func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, spec
 			// Out of the pool but not the user's: it would hold resources
 			// with no expiry.
 			s.reap(context.WithoutCancel(ctx), rec.ID, "claim_failed")
+			if errors.Is(err, errPoolBoxGone) {
+				continue // failed or deleted since the claim: try another
+			}
 			return nil, err
 		}
 		s.pools.count(key, "hit")
@@ -87,36 +90,57 @@ func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, spec
 	return nil, nil
 }
 
+// errPoolBoxGone is adopt's refusal of a claimed record that is no longer
+// Running (the reconciler found its box dead since the claim).
+var errPoolBoxGone = errors.New("claimed pool box is no longer running")
+
 // adopt turns a claimed pool record into the requested sandbox: the
-// request's metadata, timeouts and spec, created now.
+// request's metadata, timeouts and spec, created now; rec becomes the
+// record as stored. A record that is no longer Running is refused with
+// errPoolBoxGone.
 func (s *Service) adopt(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec, specJSON []byte) error {
 	unlock := s.lock(rec.ID)
 	defer unlock()
 	now := s.stamp()
-	rec.Spec, rec.Metadata, rec.Entrypoint = specJSON, spec.Metadata, spec.Entrypoint
-	rec.CreatedAt, rec.LastActiveAt, rec.IdleTimeout, rec.ExpiresAt = now, now, spec.IdleTimeout, nil
-	if spec.Timeout > 0 {
-		exp := now.Add(spec.Timeout)
-		rec.ExpiresAt = &exp
+	cur, err := s.update(context.WithoutCancel(ctx), rec.ID, func(cur *store.Sandbox) error {
+		if cur.State != sandbox.StateRunning || cur.Pool != "" {
+			return fmt.Errorf("adopt sandbox %s (%s): %w", cur.ID, cur.State, errPoolBoxGone)
+		}
+		cur.Spec, cur.Metadata, cur.Entrypoint = specJSON, spec.Metadata, spec.Entrypoint
+		cur.CreatedAt, cur.LastActiveAt, cur.IdleTimeout, cur.ExpiresAt = now, now, spec.IdleTimeout, nil
+		if spec.Timeout > 0 {
+			exp := now.Add(spec.Timeout)
+			cur.ExpiresAt = &exp
+		}
+		cur.Reason = "claimed_from_pool"
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	rec.Reason = "claimed_from_pool"
-	return s.save(context.WithoutCancel(ctx), rec)
+	*rec = *cur
+	return nil
 }
 
 // retire deletes a pool member that no pool wants any more, unless a
-// claim took it since rec was read: the record is first taken out of the
-// pool with an update conditional on rec's version, which a claim changes.
+// claim took it since rec was read: it is first taken out of the pool by
+// a conditional update that refuses once the record has left rec's pool
+// (a claim empties its Pool) or stopped being Pending or Running.
 func (s *Service) retire(ctx context.Context, rec *store.Sandbox) {
 	unlock := s.lock(rec.ID)
-	rec.Pool, rec.State, rec.Reason = "", sandbox.StateStopping, "pool_retired"
-	rec.UpdatedAt = s.stamp()
-	err := s.cfg.Store.UpdateSandbox(ctx, rec)
-	unlock()
-	if err != nil {
-		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("pool: retire member", "sandbox_id", rec.ID, "err", err)
+	_, wrote, err := s.write(ctx, rec.ID, func(cur *store.Sandbox) error {
+		if cur.Pool == "" || cur.Pool != rec.Pool || (cur.State != sandbox.StatePending && cur.State != sandbox.StateRunning) {
+			return errUnchanged // claimed (or changed) meanwhile: not ours to delete
 		}
-		return // claimed (or gone) meanwhile: not ours to delete
+		cur.Pool, cur.State, cur.Reason = "", sandbox.StateStopping, "pool_retired"
+		return nil
+	})
+	unlock()
+	if err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		s.log.Warn("pool: retire member", "sandbox_id", rec.ID, "err", err)
+	}
+	if !wrote {
+		return
 	}
 	s.reap(ctx, rec.ID, "pool_retired")
 }

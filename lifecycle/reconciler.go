@@ -171,15 +171,21 @@ func (s *Service) reap(ctx context.Context, id, reason string) {
 	}
 }
 
+// markFailed records sandbox id as Failed for reason, unless it is gone or
+// already Terminated or Failed; other fields keep their stored values.
 func (s *Service) markFailed(ctx context.Context, id, reason string) {
 	unlock := s.lock(id)
 	defer unlock()
-	rec, err := s.cfg.Store.GetSandbox(ctx, id)
-	if err != nil || rec.State.Terminal() {
-		return
+	_, err := s.update(ctx, id, func(cur *store.Sandbox) error {
+		if cur.State.Terminal() {
+			return errUnchanged
+		}
+		cur.State, cur.Reason = sandbox.StateFailed, reason
+		return nil
+	})
+	if err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		s.log.Warn("reconcile: mark failed", "sandbox_id", id, "reason", reason, "err", err)
 	}
-	rec.State, rec.Reason = sandbox.StateFailed, reason
-	_ = s.save(ctx, rec)
 }
 
 // reconcileTTL is how long a pass's lease lasts: three intervals, so a

@@ -333,8 +333,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 }
 
 // provision records rec (Pending), creates its box on rec.Backend and
-// saves the outcome: Running, or Failed with the backend's error, which it
-// returns.
+// records the outcome in rec and the store: Running, or Failed with the
+// backend's client-safe message (its error, which it returns, goes to the
+// log). A record another writer moved out of Pending meanwhile (a delete)
+// keeps its state: provision then returns CONFLICT and leaves the box to
+// that writer and the reconciler.
 func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec) error {
 	if err := s.cfg.Store.CreateSandbox(ctx, rec); err != nil {
 		return fmt.Errorf("record sandbox: %w", err)
@@ -346,42 +349,40 @@ func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbo
 	defer cancel()
 	info, err := s.cfg.Backends[rec.Backend].Create(cctx, rec.ID, spec)
 	if err != nil {
-		rec.State, rec.Reason = sandbox.StateFailed, "provision_failed: "+sandbox.MessageOf(err)
-		s.save(context.WithoutCancel(ctx), rec)
+		s.log.Warn("sandbox create failed", "sandbox_id", rec.ID, "backend", rec.Backend, "err", err)
+		reason := "provision_failed: " + sandbox.MessageOf(err)
+		if cur, uerr := s.update(context.WithoutCancel(ctx), rec.ID, func(cur *store.Sandbox) error {
+			if cur.State != sandbox.StatePending {
+				return errUnchanged // another writer (a delete) moved on
+			}
+			cur.State, cur.Reason = sandbox.StateFailed, reason
+			return nil
+		}); uerr == nil {
+			*rec = *cur
+		} else {
+			rec.State, rec.Reason = sandbox.StateFailed, reason
+		}
 		return err
 	}
-	rec.State, rec.Reason, rec.ProviderState = sandbox.StateRunning, "", info.StateBlob
 	s.tokens.Store(rec.ID, info.AccessToken)
-	return s.save(context.WithoutCancel(ctx), rec)
-}
-
-// save writes rec (refreshing its version on conflict) and emits its state.
-func (s *Service) save(ctx context.Context, rec *store.Sandbox) error {
-	rec.UpdatedAt = s.stamp()
-	err := s.cfg.Store.UpdateSandbox(ctx, rec)
-	if errors.Is(err, store.ErrConflict) {
-		cur, gerr := s.cfg.Store.GetSandbox(ctx, rec.ID)
-		if gerr != nil {
-			return fmt.Errorf("save sandbox: %w", gerr)
+	cur, err := s.update(context.WithoutCancel(ctx), rec.ID, func(cur *store.Sandbox) error {
+		if cur.State != sandbox.StatePending {
+			return sandbox.Errorf(sandbox.CodeConflict, "sandbox %s became %s while it was being created", cur.ID, cur.State)
 		}
-		rec.Version = cur.Version
-		if cur.Pool == "" {
-			rec.Pool = "" // claimed meanwhile: never put it back into a pool
-		}
-		err = s.cfg.Store.UpdateSandbox(ctx, rec)
+		cur.State, cur.Reason, cur.ProviderState = sandbox.StateRunning, "", info.StateBlob
+		return nil
+	})
+	if cur != nil {
+		*rec = *cur
 	}
-	if err != nil {
-		return fmt.Errorf("save sandbox: %w", err)
-	}
-	s.emit(ctx, rec)
-	return nil
+	return err
 }
 
 // Get returns a sandbox's record.
 func (s *Service) Get(ctx context.Context, id string) (*store.Sandbox, error) {
 	rec, err := s.cfg.Store.GetSandbox(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, sandbox.Errorf(sandbox.CodeSandboxNotFound, "sandbox %q not found", id)
+		return nil, notFound(id, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get sandbox: %w", err)
@@ -406,16 +407,16 @@ const deleteTimeout = 2 * time.Minute
 func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	unlock := s.lock(id)
 	defer unlock()
-	rec, err := s.Get(ctx, id)
+	var p sandbox.Provider
+	rec, err := s.update(ctx, id, func(cur *store.Sandbox) error {
+		var ok bool
+		if p, ok = s.cfg.Backends[cur.Backend]; !ok {
+			return sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, cur.Backend)
+		}
+		cur.State, cur.Reason = sandbox.StateStopping, reason
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	p, ok := s.cfg.Backends[rec.Backend]
-	if !ok {
-		return sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, rec.Backend)
-	}
-	rec.State, rec.Reason = sandbox.StateStopping, reason
-	if err := s.save(ctx, rec); err != nil {
 		return err
 	}
 	// The backend's delete outlives the caller (a dropped request must not
@@ -423,8 +424,16 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 	defer cancel()
 	if err := p.Delete(dctx, id); err != nil {
-		rec.State, rec.Reason = sandbox.StateFailed, "delete_failed: "+err.Error()
-		_ = s.save(context.WithoutCancel(ctx), rec)
+		failed := "delete_failed: " + sandbox.MessageOf(err)
+		if _, uerr := s.update(context.WithoutCancel(ctx), id, func(cur *store.Sandbox) error {
+			if cur.State != sandbox.StateStopping {
+				return errUnchanged // another writer moved on meanwhile
+			}
+			cur.State, cur.Reason = sandbox.StateFailed, failed
+			return nil
+		}); uerr != nil {
+			s.log.Warn("record failed delete", "sandbox_id", id, "err", uerr)
+		}
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	rec.State = sandbox.StateTerminated
@@ -448,89 +457,112 @@ func (s *Service) Resume(ctx context.Context, id string) (*store.Sandbox, error)
 	return s.transition(ctx, id, sandbox.StateResuming, sandbox.StateRunning, sandbox.Provider.Resume)
 }
 
+// transition moves sandbox id through state via to state to with the
+// backend operation op. The record is moved to via (if its current state
+// allows) before op runs; afterwards to, or back to the state before via
+// when op fails, but only if the record is still in via: a change another
+// writer made meanwhile (a delete, a failure) is kept, and transition then
+// answers CONFLICT. Changes of other fields (a renew) are always kept.
 func (s *Service) transition(ctx context.Context, id string, via, to sandbox.State, op func(sandbox.Provider, context.Context, string) error) (*store.Sandbox, error) {
 	unlock := s.lock(id)
 	defer unlock()
-	rec, err := s.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	p, ok := s.cfg.Backends[rec.Backend]
-	if !ok {
-		return nil, sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, rec.Backend)
-	}
-	if !p.Capabilities().Pause {
-		return nil, sandbox.Errorf(sandbox.CodeCapability, "capability pause is not supported by backend %s", rec.Backend)
-	}
-	if err := rec.State.CheckTransition(via); err != nil {
-		return nil, err
-	}
-	prev := rec.State
-	rec.State, rec.Reason = via, ""
-	if err := s.save(ctx, rec); err != nil {
+	var (
+		p    sandbox.Provider
+		prev sandbox.State
+	)
+	if _, err := s.update(ctx, id, func(cur *store.Sandbox) error {
+		var ok bool
+		if p, ok = s.cfg.Backends[cur.Backend]; !ok {
+			return sandbox.Errorf(sandbox.CodeBackendDisabled, "sandbox %s lives on backend %q, which is not enabled", id, cur.Backend)
+		}
+		if !p.Capabilities().Pause {
+			return sandbox.Errorf(sandbox.CodeCapability, "capability pause is not supported by backend %s", cur.Backend)
+		}
+		if err := cur.State.CheckTransition(via); err != nil {
+			return err
+		}
+		prev = cur.State
+		cur.State, cur.Reason = via, ""
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	if err := op(p, context.WithoutCancel(ctx), id); err != nil {
-		rec.State, rec.Reason = prev, "transition_failed: "+err.Error()
-		_ = s.save(context.WithoutCancel(ctx), rec)
+		failed := "transition_failed: " + sandbox.MessageOf(err)
+		if _, uerr := s.update(context.WithoutCancel(ctx), id, func(cur *store.Sandbox) error {
+			if cur.State != via {
+				return errUnchanged // another writer moved on meanwhile
+			}
+			cur.State, cur.Reason = prev, failed
+			return nil
+		}); uerr != nil {
+			s.log.Warn("record failed transition", "sandbox_id", id, "to", to, "err", uerr)
+		}
 		return nil, fmt.Errorf("%s sandbox %s: %w", strings.ToLower(string(via)), id, err)
 	}
-	rec.State = to
-	if err := s.save(context.WithoutCancel(ctx), rec); err != nil {
+	rec, err := s.update(context.WithoutCancel(ctx), id, func(cur *store.Sandbox) error {
+		if cur.State != via {
+			return sandbox.Errorf(sandbox.CodeConflict, "sandbox %s became %s while %s", id, cur.State, strings.ToLower(string(via)))
+		}
+		cur.State = to
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
 // Renew moves a sandbox's expiry to at, which must be in the future and
-// later than the current expiry.
+// later than the current expiry: the expiry of the record as stored when
+// it is written, so concurrent renews never move an expiry back.
 func (s *Service) Renew(ctx context.Context, id string, at time.Time) (*store.Sandbox, error) {
 	unlock := s.lock(id)
 	defer unlock()
-	rec, err := s.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	now := s.now()
-	if !at.After(now) {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not in the future", at.UTC().Format(time.RFC3339))
-	}
-	if rec.ExpiresAt != nil && !at.After(*rec.ExpiresAt) {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not after the current expiry %s", at.UTC().Format(time.RFC3339), rec.ExpiresAt.Format(time.RFC3339))
-	}
-	if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt is more than the server's maximum %s away", s.cfg.MaxTimeout)
-	}
-	if rec.State.Terminal() {
-		return nil, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, rec.State)
-	}
 	t := at.UTC().Truncate(time.Microsecond)
-	rec.ExpiresAt = &t
-	if err := s.save(ctx, rec); err != nil {
+	rec, err := s.update(ctx, id, func(cur *store.Sandbox) error {
+		if !at.After(now) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not in the future", at.UTC().Format(time.RFC3339))
+		}
+		if cur.ExpiresAt != nil && !at.After(*cur.ExpiresAt) {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not after the current expiry %s", at.UTC().Format(time.RFC3339), cur.ExpiresAt.Format(time.RFC3339))
+		}
+		if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt is more than the server's maximum %s away", s.cfg.MaxTimeout)
+		}
+		if cur.State.Terminal() {
+			return sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, cur.State)
+		}
+		cur.ExpiresAt = &t
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
 // PatchMetadata sets (or, for empty values, removes) metadata keys.
+// Keys the patch does not name keep their stored values, also when another
+// writer set them meanwhile.
 func (s *Service) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*store.Sandbox, error) {
 	unlock := s.lock(id)
 	defer unlock()
-	rec, err := s.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Metadata == nil {
-		rec.Metadata = map[string]string{}
-	}
-	for k, v := range patch {
-		if v == nil {
-			delete(rec.Metadata, k)
-		} else {
-			rec.Metadata[k] = *v
+	rec, err := s.update(ctx, id, func(cur *store.Sandbox) error {
+		if cur.Metadata == nil {
+			cur.Metadata = map[string]string{}
 		}
-	}
-	if err := s.save(ctx, rec); err != nil {
+		for k, v := range patch {
+			if v == nil {
+				delete(cur.Metadata, k)
+			} else {
+				cur.Metadata[k] = *v
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -544,13 +576,15 @@ func (s *Service) Touch(ctx context.Context, rec *store.Sandbox) {
 	}
 	unlock := s.lock(rec.ID)
 	defer unlock()
-	cur, err := s.cfg.Store.GetSandbox(ctx, rec.ID)
-	if err != nil {
-		return
-	}
-	cur.LastActiveAt = s.stamp()
-	if err := s.cfg.Store.UpdateSandbox(ctx, cur); err == nil {
-		*rec = *cur
+	cur, _, err := s.write(ctx, rec.ID, func(cur *store.Sandbox) error {
+		if s.now().Sub(cur.LastActiveAt) < 5*time.Second {
+			return errUnchanged // touched meanwhile (by another replica)
+		}
+		cur.LastActiveAt = s.stamp()
+		return nil
+	})
+	if err == nil {
+		*rec = *cur // as written, or as another replica's touch left it
 	}
 }
 

@@ -3,7 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"net/http"
+	"reflect"
 )
 
 // Code is a stable, machine-readable error code. Codes appear on the wire as
@@ -11,7 +11,9 @@ import (
 type Code string
 
 // Error codes shared by execd and the lifecycle API. The names that OpenSandbox
-// defines keep their OpenSandbox spelling so its SDKs recognise them.
+// defines keep their OpenSandbox spelling so its SDKs recognise them. Which
+// HTTP status carries a code is the serving layer's business: the API's
+// table is in package api, execd's in execd/wire.
 const (
 	CodeInvalidRequest      Code = "INVALID_REQUEST_BODY"
 	CodeMissingQuery        Code = "MISSING_QUERY"
@@ -42,74 +44,103 @@ const (
 	CodeInternal            Code = "INTERNAL_ERROR"
 )
 
-// statusByCode is the one table that maps error codes to HTTP statuses.
-var statusByCode = map[Code]int{
-	CodeInvalidRequest:      http.StatusBadRequest,
-	CodeMissingQuery:        http.StatusBadRequest,
-	CodeInvalidPath:         http.StatusBadRequest,
-	CodeInvalidFileMetadata: http.StatusBadRequest,
-	CodeCapability:          http.StatusBadRequest,
-	CodeBackendDisabled:     http.StatusBadRequest,
-	CodeUnauthorized:        http.StatusUnauthorized,
-	CodeFileNotFound:        http.StatusNotFound,
-	CodeNotFound:            http.StatusNotFound,
-	CodeCommandNotFound:     http.StatusNotFound,
-	CodeSessionNotFound:     http.StatusNotFound,
-	CodeContextNotFound:     http.StatusNotFound,
-	CodeSandboxNotFound:     http.StatusNotFound,
-	CodeImageNotFound:       http.StatusNotFound,
-	CodeConflict:            http.StatusConflict,
-	CodeAlreadyExists:       http.StatusConflict,
-	CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
-	CodeRangeNotSatisfiable: http.StatusRequestedRangeNotSatisfiable,
-	CodeUploadVerification:  http.StatusUnprocessableEntity,
-	CodeIdempotencyMismatch: http.StatusUnprocessableEntity,
-	CodeTooManyRequests:     http.StatusTooManyRequests,
-	CodeNotSupported:        http.StatusNotImplemented,
-	CodeUpstreamUnreachable: http.StatusBadGateway,
-	CodeTimeout:             http.StatusGatewayTimeout,
-	CodeUnavailable:         http.StatusServiceUnavailable,
-	CodeRuntime:             http.StatusInternalServerError,
-	CodeInternal:            http.StatusInternalServerError,
-}
-
-// HTTPStatus is the HTTP status that carries c; unknown codes map to 500.
-func (c Code) HTTPStatus() int {
-	if s, ok := statusByCode[c]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
-
-// Error is an error with a stable Code. Message is safe to show to API
-// clients; Err, when set, is the wrapped cause (for logs and errors.Is).
+// Error is an error with a stable Code.
+//
+// Message is the client-facing text and must never carry internal details
+// (store, host or backend error text): it is what the API and execd put in
+// the `message` field of their error bodies. Err, when set, is the cause,
+// for logs and for errors.Is and errors.As; Error() carries the full chain.
 type Error struct {
 	Code    Code
 	Message string
 	Err     error
+	// detail is the full formatted text of an Errorf, causes included,
+	// which Error() reports in place of Message and Err.
+	detail string
 }
 
+// Error is the log form of e: its code and its full text, causes included.
 func (e *Error) Error() string {
-	if e.Err != nil && e.Message == "" {
+	switch {
+	case e.detail != "":
+		return fmt.Sprintf("%s: %s", e.Code, e.detail)
+	case e.Err != nil && e.Message == "":
 		return fmt.Sprintf("%s: %v", e.Code, e.Err)
-	}
-	if e.Err != nil {
+	case e.Err != nil:
 		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
 	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
+// Unwrap returns e's cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Errorf returns an *Error with code and a formatted message. A %w verb in
-// format wraps its operand, as with fmt.Errorf.
+// internalMessage is the client-facing text of an error that carries no
+// client-safe message of its own.
+const internalMessage = "internal error"
+
+// Errorf returns an *Error with code and a message formatted as by
+// fmt.Errorf. A %w verb wraps its operand (the result's Err; errors.Is and
+// errors.As reach every %w operand) and Error() carries the operand's full
+// text, but Message shows each %w operand only as MessageOf does: the
+// Message of the *Error it is or wraps, the text of the contract's
+// sentinels, "internal error" for anything else. So a client never sees
+// wrapped internal text; to show an error's text deliberately (a parse
+// error of the client's own input, say), format it with %v.
 func Errorf(code Code, format string, args ...any) *Error {
-	wrapped := fmt.Errorf(format, args...)
-	return &Error{Code: code, Message: wrapped.Error(), Err: errors.Unwrap(wrapped)}
+	full := fmt.Errorf(format, args...)
+	var wrapped []error
+	switch u := full.(type) {
+	case interface{ Unwrap() error }:
+		wrapped = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		wrapped = u.Unwrap()
+	}
+	if len(wrapped) == 0 {
+		return &Error{Code: code, Message: full.Error()}
+	}
+	// Render the message again with every %w operand replaced by its
+	// client-safe text. Operands are recognised by identity; an error
+	// value that cannot be compared is masked wherever it appears.
+	masked := make([]any, len(args))
+	for i, a := range args {
+		masked[i] = a
+		if err, ok := a.(error); ok && isWrapped(err, wrapped) {
+			masked[i] = safeText(MessageOf(err))
+		}
+	}
+	e := &Error{Code: code, Message: fmt.Errorf(format, masked...).Error(), detail: full.Error()}
+	if len(wrapped) == 1 {
+		e.Err = wrapped[0]
+	} else {
+		e.Err = full // its Unwrap() []error reaches every operand
+	}
+	return e
 }
 
-// CodeOf returns the Code of the first *Error in err's chain, CodeNotSupported
-// for ErrUnsupported, or CodeInternal.
+// isWrapped reports whether err is one of wrapped (by identity), or is of
+// a type that cannot be compared (masked for safety).
+func isWrapped(err error, wrapped []error) bool {
+	if !reflect.TypeOf(err).Comparable() {
+		return true
+	}
+	for _, w := range wrapped {
+		if w != nil && reflect.TypeOf(w).Comparable() && w == err {
+			return true
+		}
+	}
+	return false
+}
+
+// safeText stands in for a %w operand when Errorf renders Message. It is
+// an error so that %w still accepts it.
+type safeText string
+
+func (t safeText) Error() string { return string(t) }
+
+// CodeOf returns the Code of the first *Error in err's chain,
+// CodeNotSupported for ErrUnsupported, CodeSandboxNotFound for ErrNotFound,
+// or CodeInternal.
 func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
@@ -124,14 +155,27 @@ func CodeOf(err error) Code {
 	return CodeInternal
 }
 
-// MessageOf is the client-safe message for err: the Message of its *Error,
-// or err's text.
+// MessageOf is the client-safe message for err: the Message of the first
+// *Error in its chain (or, when that is empty, its cause's MessageOf), the
+// text of ErrUnsupported or ErrNotFound, or "internal error". It never
+// returns the text of an error that is not a sandbox.Error or sentinel.
 func MessageOf(err error) string {
 	var e *Error
-	if errors.As(err, &e) && e.Message != "" {
-		return e.Message
+	if errors.As(err, &e) && e != nil {
+		if e.Message != "" {
+			return e.Message
+		}
+		if e.Err != nil {
+			return MessageOf(e.Err)
+		}
+		return internalMessage
 	}
-	return err.Error()
+	for _, sentinel := range []error{ErrUnsupported, ErrNotFound} {
+		if errors.Is(err, sentinel) {
+			return sentinel.Error()
+		}
+	}
+	return internalMessage
 }
 
 var (

@@ -42,7 +42,7 @@ func (c *Client) WatchMetrics(ctx context.Context, fn func(wire.Metrics) error) 
 		if f.Event == wire.EventError {
 			var er wire.ErrorResponse
 			_ = jsonUnmarshal([]byte(f.Data), &er)
-			return &APIError{Status: sandbox.Code(er.Code).HTTPStatus(), Code: sandbox.Code(er.Code), Message: er.Message}
+			return &APIError{Status: wire.StatusOf(sandbox.Code(er.Code)), Code: sandbox.Code(er.Code), Message: er.Message}
 		}
 		var m wire.Metrics
 		if err := jsonUnmarshal([]byte(f.Data), &m); err != nil {

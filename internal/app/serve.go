@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,7 @@ type serveConfig struct {
 	MaxSandboxes   int                          `json:"maxSandboxes"`
 	PublicHost     string                       `json:"publicHost"`
 	Profiles       map[string]lifecycle.Profile `json:"profiles"`
+	Native         nativeConfig                 `json:"native"`
 	Docker         dockerConfig                 `json:"docker"`
 	// Replicas is what several servers on one PostgreSQL database share.
 	Replicas replicasConfig `json:"replicas"`
@@ -55,6 +57,18 @@ type replicasConfig struct {
 	// SessionLease is the seconds a Session runtime lease lasts (default
 	// 10), renewed every third of it.
 	SessionLease int `json:"sessionLease"`
+}
+
+// nativeConfig is the "native" section of the config file.
+type nativeConfig struct {
+	// Network is the IPv4 range, /16 or larger, that boxes with network
+	// unrestricted are addressed from (default native.DefaultNetwork). It
+	// must not overlap a network the host uses.
+	Network string `json:"network"`
+	// CgroupParent is the cgroup, relative to the cgroup root, that boxes
+	// are created under (default "astrabox-" and a hash of the data dir,
+	// so that servers with different data dirs keep apart).
+	CgroupParent string `json:"cgroupParent"`
 }
 
 // dockerConfig is the "docker" section of the config file.
@@ -77,7 +91,8 @@ type dockerConfig struct {
 }
 
 // decodeConfig reads a config file strictly: an unknown key (a typo, a
-// setting of another version) is an error naming it, as is trailing data.
+// setting of another version) is an error naming it, as is trailing data
+// and a value validate refuses.
 func decodeConfig(b []byte, cfg *serveConfig) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -86,6 +101,32 @@ func decodeConfig(b []byte, cfg *serveConfig) error {
 	}
 	if dec.More() {
 		return errors.New("trailing data after the JSON object")
+	}
+	return cfg.validate()
+}
+
+// validate checks the values of every section, naming the key of the
+// first it refuses. Zero values are valid: they select the defaults, which
+// the components apply (server.New, the backends' New). Profiles are
+// checked by the sandbox service, which also checks stored ones.
+func (c *serveConfig) validate() error {
+	if c.MaxSandboxes < 0 {
+		return errors.New("maxSandboxes must not be negative")
+	}
+	if c.Replicas.ReconcileInterval < 0 {
+		return errors.New("replicas.reconcileInterval must not be negative")
+	}
+	if c.Replicas.SessionLease < 0 {
+		return errors.New("replicas.sessionLease must not be negative")
+	}
+	if n := c.Native.Network; n != "" {
+		p, err := netip.ParsePrefix(n)
+		if err != nil || !p.Addr().Is4() || p.Bits() > 16 {
+			return fmt.Errorf("native.network %q: want an IPv4 range in CIDR notation, /16 or larger", n)
+		}
+	}
+	if g := c.Native.CgroupParent; g != "" && !filepath.IsLocal(strings.TrimPrefix(g, "/")) {
+		return fmt.Errorf("native.cgroupParent %q: want a cgroup path within the cgroup root", g)
 	}
 	return nil
 }
@@ -169,7 +210,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		if name == "" {
 			continue
 		}
-		p, err := newBackend(name, *dataDir, images, fileCfg.Docker, log)
+		p, err := newBackend(name, *dataDir, images, fileCfg, log)
 		if err != nil {
 			return err
 		}
@@ -190,9 +231,6 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Insecure: *insecure, PublicHost: *publicHost,
 		Vault: ring, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
 		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second}
-	if fileCfg.Replicas.ReconcileInterval < 0 || fileCfg.Replicas.SessionLease < 0 {
-		return errors.New("config: replicas.reconcileInterval and replicas.sessionLease must not be negative")
-	}
 	if pg, ok := st.(*postgres.Store); ok {
 		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
 		if err != nil {
@@ -274,18 +312,23 @@ func openStore(ctx context.Context, database, dataDir string) (store.Store, erro
 	return s, nil
 }
 
-func newBackend(name, dataDir string, images *image.Store, dc dockerConfig, log *slog.Logger) (sandbox.Provider, error) {
+// newBackend makes the named backend with its state under dataDir and its
+// section of cfg (validated already).
+func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, log *slog.Logger) (sandbox.Provider, error) {
 	switch name {
 	case "native":
 		if os.Geteuid() != 0 {
 			return nil, errors.New("the native backend needs root (it creates namespaces and cgroups): run as root")
 		}
-		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Images: images.Resolve, Logger: log.With("backend", "native")})
+		nc := cfg.Native
+		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Network: nc.Network, CgroupParent: nc.CgroupParent,
+			Images: images.Resolve, Logger: log.With("backend", "native")})
 		if err != nil {
 			return nil, err
 		}
 		return p, nil
 	case "docker":
+		dc := cfg.Docker
 		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
 			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner,
 			Logger: log.With("backend", "docker")})

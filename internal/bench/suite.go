@@ -2,11 +2,11 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -16,9 +16,11 @@ import (
 
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/client"
+	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store/sqlite"
+	"github.com/astrabox/astrabox/vault"
 )
 
 // Target is one backend the suite measures.
@@ -169,7 +171,10 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 }
 
 // serve starts the in-process server of the targets (SQLite store,
-// loopback HTTP) and points the suite's client at it; stop ends it.
+// loopback HTTP), wired as `astrabox serve` wires it (internal/server), and
+// points the suite's client at it; stop ends it. The server is not
+// started: the reconciler runs only where a scenario starts it (see
+// pooledCreates), so that no pass lands in the middle of a measurement.
 func (s *suite) serve(ctx context.Context) (stop func(), err error) {
 	st, err := sqlite.Open(ctx, s.cfg.Dir+"/bench.db")
 	if err != nil {
@@ -177,29 +182,43 @@ func (s *suite) serve(ctx context.Context) (stop func(), err error) {
 	}
 	backends := map[string]sandbox.Provider{}
 	profiles := map[string]lifecycle.Profile{}
+	var names []string
 	for _, t := range s.cfg.Targets {
 		backends[t.Name] = t.Provider
 		profiles[profileOf(t)] = lifecycle.Profile{Backend: t.Name, Image: t.Image, Resources: t.Resources}
+		names = append(names, t.Name)
 	}
-	s.svc, err = lifecycle.New(lifecycle.Config{Store: st, Backends: backends, DefaultBackend: s.cfg.Targets[0].Name,
-		Profiles: profiles, Logger: discardLogger()})
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("bench: vault key: %w", err)
+	}
+	ring, err := vault.New(key)
 	if err != nil {
 		st.Close()
-		return nil, err
+		return nil, fmt.Errorf("bench: vault: %w", err)
 	}
-	const key = "bench-key"
+	const apiKey = "bench-key"
+	srv, err := server.New(server.Config{Store: st, Backends: backends, DefaultBackend: s.cfg.Targets[0].Name, Installed: names,
+		Profiles: profiles, APIKeyHash: api.HashKey(apiKey), Vault: ring, Logger: discardLogger()})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("bench: wire the server: %w", err)
+	}
+	s.svc = srv.Sandboxes
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		srv.Close()
 		st.Close()
 		return nil, err
 	}
-	hs := &http.Server{Handler: api.New(api.Config{Service: s.svc, Store: st, APIKeyHash: api.HashKey(key), Logger: discardLogger()}),
-		ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	go func() { _ = hs.Serve(l) }()
-	s.c = client.New("http://"+l.Addr().String(), key)
+	s.c = client.New("http://"+l.Addr().String(), apiKey)
 	return func() {
 		s.removeAll(context.WithoutCancel(ctx))
 		hs.Close()
+		srv.Close()
 		st.Close()
 	}, nil
 }

@@ -50,8 +50,9 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// LeaseTTL is a Session lease's lifetime (default 10 s).
 	LeaseTTL time.Duration
-	// Notifier wakes log followers and runtime holders; across replicas it
-	// must reach them all (PostgreSQL's LISTEN/NOTIFY). Default: in-process.
+	// Notifier wakes log followers (Sessions' logs, sandboxes' state
+	// events) and runtime holders; across replicas it must reach them all
+	// (PostgreSQL's LISTEN/NOTIFY). Default: in-process.
 	Notifier stream.Notifier
 	// SessionIdleTimeout releases idle runtimes whose profile names none.
 	SessionIdleTimeout time.Duration
@@ -98,7 +99,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Notifier == nil {
 		cfg.Notifier = stream.NewLocal()
 	}
+	// One durable log for Sessions and sandbox state events alike: its
+	// notifier wakes their followers on every replica.
 	log := &stream.Log{Store: cfg.Store, Notifier: cfg.Notifier}
+	svc.SetEventLog(log)
 	plat, err := platform.New(platform.Config{Store: cfg.Store, Sandboxes: svc, Engines: cfg.Engines, Vault: cfg.Vault,
 		Log: log, Logger: cfg.Logger.With("component", "platform")})
 	if err != nil {

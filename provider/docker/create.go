@@ -228,10 +228,10 @@ func (p *Provider) waitReady(ctx context.Context, id string, st boxState) error 
 func (p *Provider) startEntrypoint(ctx context.Context, containerID string, argv []string) error {
 	ex, err := p.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{User: "0:0", WorkingDir: boxWorkspace, Cmd: argv})
 	if err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "start entrypoint %q: %w", argv, err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "start entrypoint %q: %v", argv, err)
 	}
 	if _, err := p.cli.ExecStart(ctx, ex.ID, client.ExecStartOptions{Detach: true}); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "start entrypoint %q: %w", argv, err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "start entrypoint %q: %v", argv, err)
 	}
 	return nil
 }

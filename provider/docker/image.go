@@ -22,7 +22,7 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) error {
 	case err == nil:
 		return nil
 	case cerrdefs.IsInvalidArgument(err):
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %w", ref, err)
+		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %v", ref, err)
 	case !cerrdefs.IsNotFound(err):
 		return fmt.Errorf("inspect image %s: %w", ref, err)
 	}
@@ -34,12 +34,12 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) error {
 			return fmt.Errorf("pull image %s: %w", ref, err)
 		}
 		if cerrdefs.IsInvalidArgument(err) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %w", ref, err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %v", ref, err)
 		}
-		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q is not on the Docker engine and pulling it failed: %w", ref, err)
+		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q is not on the Docker engine and pulling it failed: %v", ref, err)
 	}
 	if _, err := p.cli.ImageInspect(ctx, ref); err != nil {
-		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q: pulled, but the engine does not show it: %w", ref, err)
+		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q: pulled, but the engine does not show it: %v", ref, err)
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func importRootfs(ctx context.Context, cli *client.Client, name string, r io.Rea
 	resp, err := cli.ImageImport(ctx, client.ImageImportSource{Source: r, SourceName: "-"}, name, client.ImageImportOptions{})
 	if err != nil {
 		if cerrdefs.IsInvalidArgument(err) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "import image %q: %w", name, err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "import image %q: %v", name, err)
 		}
 		return fmt.Errorf("import image %s: %w", name, err)
 	}

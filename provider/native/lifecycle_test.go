@@ -2,32 +2,47 @@ package native_test
 
 import (
 	"context"
+	"crypto/rand"
 	"net"
 	"testing"
 	"time"
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/sqlite"
+	"github.com/astrabox/astrabox/vault"
 )
 
 // Items 23 and 25 of the list of bad inputs: the sandbox service over the
 // native backend, as `astrabox serve` runs it.
 
-// service returns a lifecycle service over the harness's backend and a
-// store in dir.
+// service returns the sandbox service of a server wired as `astrabox
+// serve` wires it (internal/server) over backend p and store st, with a
+// throwaway vault. The server is not started: the test runs reconciler
+// passes itself. t's cleanup closes it.
 func service(t *testing.T, p sandbox.Provider, st store.Store) *lifecycle.Service {
 	t.Helper()
-	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"native": p}, DefaultBackend: "native"})
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := vault.New(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc
+	srv, err := server.New(server.Config{Store: st, Backends: map[string]sandbox.Provider{"native": p}, DefaultBackend: "native",
+		Installed: []string{"native"}, Vault: ring, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv.Sandboxes
 }
 
 // execdOf connects to a sandbox's execd through the service.
@@ -46,7 +61,7 @@ func execdOf(t *testing.T, svc *lifecycle.Service, id string) *execdclient.Clien
 	}))
 }
 
-func TestExpiryMidWriteAndRestart(t *testing.T) {
+func TestLifecycleExpiryMidWriteAndRestart(t *testing.T) {
 	h := newHarness(t)
 	st, err := sqlite.Open(ctx(t), t.TempDir()+"/astrabox.db")
 	if err != nil {

@@ -1,0 +1,159 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// TestStatusOfEveryCode lists every code the server answers with and its
+// status. A code registered without a row here fails the test, so a new
+// code is given its status deliberately.
+func TestStatusOfEveryCode(t *testing.T) {
+	want := map[sandbox.Code]int{
+		sandbox.CodeInvalidRequest:      400,
+		sandbox.CodeMissingQuery:        400,
+		sandbox.CodeInvalidPath:         400,
+		sandbox.CodeInvalidFileMetadata: 400,
+		sandbox.CodeCapability:          400,
+		sandbox.CodeBackendDisabled:     400,
+		sandbox.CodeUnauthorized:        401,
+		sandbox.CodeFileNotFound:        404,
+		sandbox.CodeNotFound:            404,
+		sandbox.CodeCommandNotFound:     404,
+		sandbox.CodeSessionNotFound:     404,
+		sandbox.CodeContextNotFound:     404,
+		sandbox.CodeSandboxNotFound:     404,
+		sandbox.CodeImageNotFound:       404,
+		sandbox.CodeConflict:            409,
+		sandbox.CodeAlreadyExists:       409,
+		sandbox.CodePayloadTooLarge:     413,
+		sandbox.CodeRangeNotSatisfiable: 416,
+		sandbox.CodeUploadVerification:  422,
+		sandbox.CodeIdempotencyMismatch: 422,
+		sandbox.CodeTooManyRequests:     429,
+		sandbox.CodeNotSupported:        501,
+		sandbox.CodeUpstreamUnreachable: 502,
+		sandbox.CodeTimeout:             504,
+		sandbox.CodeUnavailable:         503,
+		sandbox.CodeRuntime:             500,
+		sandbox.CodeInternal:            500,
+		platform.CodeAgentNotFound:      404,
+		// platform.CodeSessionNotFound is sandbox.CodeSessionNotFound's
+		// spelling: one code, registered by both with one status.
+		platform.CodeProfileNotFound:    404,
+		platform.CodeInvalid:            400,
+		platform.CodeSessionBusy:        409,
+		platform.CodeVersionConflict:    409,
+		platform.CodeInteractionClosed:  409,
+		platform.CodeEngineNotInstalled: 400,
+		platform.CodeSessionDeleted:     410,
+	}
+	for code, status := range want {
+		if got := statusOf(code); got != status {
+			t.Errorf("statusOf(%s) = %d, want %d", code, got, status)
+		}
+	}
+	statuses.RLock()
+	for code := range statuses.byCode {
+		if _, ok := want[code]; !ok {
+			t.Errorf("code %s is registered but has no row in this test", code)
+		}
+	}
+	statuses.RUnlock()
+	if got := statusOf("NO_SUCH_CODE"); got != http.StatusInternalServerError {
+		t.Errorf("an unregistered code: %d, want 500", got)
+	}
+}
+
+func TestRegisterStatus(t *testing.T) {
+	const code sandbox.Code = "TEST_ONLY_CODE"
+	t.Cleanup(func() {
+		statuses.Lock()
+		delete(statuses.byCode, code)
+		statuses.Unlock()
+	})
+	RegisterStatus(code, http.StatusTeapot)
+	RegisterStatus(code, http.StatusTeapot) // again, the same: a no-op
+	if got := statusOf(code); got != http.StatusTeapot {
+		t.Fatalf("statusOf = %d", got)
+	}
+	tests := []struct {
+		name   string
+		code   sandbox.Code
+		status int
+	}{
+		{"another status for a registered code", code, http.StatusConflict},
+		{"a success status", "TEST_OTHER", http.StatusOK},
+		{"no status", "TEST_OTHER", 0},
+		{"no code", "", http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			RegisterStatus(tt.code, tt.status)
+		})
+	}
+	if got := statusOf(code); got != http.StatusTeapot {
+		t.Fatalf("a refused registration changed the status: %d", got)
+	}
+}
+
+// TestWriteErrorKeepsInternalTextOut answers errors that wrap internal
+// causes: the body has the code's status and a safe message, never the
+// cause's text, which the request's log line carries instead.
+func TestWriteErrorKeepsInternalTextOut(t *testing.T) {
+	const secret = "dial unix /run/astrabox/box-7f3a.sock: connect: refused"
+	internal := errors.New(secret)
+	tests := []struct {
+		name    string
+		err     error
+		status  int
+		code    sandbox.Code
+		message string
+	}{
+		{"plain internal error", fmt.Errorf("get sandbox: %w", internal), 500, sandbox.CodeInternal, "internal error"},
+		{"coded error wrapping an internal one", sandbox.Errorf(sandbox.CodeRuntime, "start box: %w", internal), 500, sandbox.CodeRuntime, "start box: internal error"},
+		{"coded error under a wrapper", fmt.Errorf("pause: %w", sandbox.Errorf(sandbox.CodeConflict, "sandbox b1 is Paused: %w", internal)), 409, sandbox.CodeConflict, "sandbox b1 is Paused: internal error"},
+		{"not-found sentinel under a wrapper", fmt.Errorf("delete sandbox b1 (%s): %w", secret, sandbox.ErrNotFound), 404, sandbox.CodeSandboxNotFound, sandbox.ErrNotFound.Error()},
+		{"internal code with its own message", &sandbox.Error{Code: sandbox.CodeInternal, Message: secret}, 500, sandbox.CodeInternal, "internal error"},
+		{"explicit message and a cause", &sandbox.Error{Code: sandbox.CodeUpstreamUnreachable, Message: "sandbox b1: cannot reach its execd", Err: internal}, 502, sandbox.CodeUpstreamUnreachable, "sandbox b1: cannot reach its execd"},
+		{"platform code", sandbox.Errorf(platform.CodeSessionDeleted, "session s1 was deleted: %w", internal), 410, platform.CodeSessionDeleted, "session s1 was deleted: internal error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs strings.Builder
+			s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil)), mux: http.NewServeMux()}
+			s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { writeError(w, tt.err) })
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/x", nil))
+			body, _ := io.ReadAll(w.Body)
+			if strings.Contains(string(body), "refused") || strings.Contains(string(body), "/run/") {
+				t.Fatalf("the answer leaks the internal cause: %s", body)
+			}
+			var er ErrorResponse
+			if err := json.Unmarshal(body, &er); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != tt.status || er.Code != string(tt.code) || er.Message != tt.message {
+				t.Fatalf("%d %s %q, want %d %s %q", w.Code, er.Code, er.Message, tt.status, tt.code, tt.message)
+			}
+			if tt.status >= 500 && !strings.Contains(logs.String(), "refused") {
+				t.Fatalf("the log lacks the cause: %s", logs.String())
+			}
+		})
+	}
+}
