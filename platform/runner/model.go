@@ -154,7 +154,10 @@ func openTunnel(ctx context.Context, rt *runtime) (net.Listener, error) {
 			return ln, nil
 		}
 		last = err
-		if execdclient.CodeOf(err) != sandbox.CodeConflict {
+		// A picked port may have been taken between the pick and the
+		// bind (any error then: try another); a fixed one may still be
+		// held by a tunnel winding down (a conflict: wait).
+		if !pick && execdclient.CodeOf(err) != sandbox.CodeConflict {
 			return nil, err
 		}
 		select {
