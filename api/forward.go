@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"time"
 
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -70,4 +71,34 @@ func (s *Server) boxOp(w http.ResponseWriter, r *http.Request, op func() error, 
 		return
 	}
 	w.WriteHeader(status)
+}
+
+// forwardToHolder serves a request that only the holder of a Session's
+// runtime can carry out (an interrupt, an answer) by forwarding it there
+// when another live replica holds it, and reports whether it did.
+func (s *Server) forwardToHolder(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	if r.Header.Get(HeaderForwarded) != "" {
+		return false
+	}
+	lease, err := s.plat.Store().GetLease(r.Context(), sessionID)
+	if err != nil || lease.Holder == "" || lease.Holder == s.cfg.Holder || !lease.ExpiresAt.After(time.Now()) {
+		return false
+	}
+	target, err := url.Parse(lease.Holder)
+	if err != nil || target.Host == "" {
+		return false
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Set(HeaderForwarded, s.cfg.Holder)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.log.Warn("forward to the session's holder", "session_id", sessionID, "holder", lease.Holder, "err", err)
+			writeError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "session %s is held by %s, which did not answer", sessionID, lease.Holder))
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return true
 }

@@ -279,6 +279,9 @@ func (s *Server) sendInput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
+	if s.forwardToHolder(w, r, r.PathValue("id")) {
+		return
+	}
 	ok, err := s.plat.Interrupt(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
@@ -302,6 +305,9 @@ type respondRequest struct {
 }
 
 func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
+	if s.forwardToHolder(w, r, r.PathValue("id")) {
+		return
+	}
 	var req respondRequest
 	if err := s.decode(w, r, &req); err != nil {
 		writeError(w, asPlatformInvalid(err))

@@ -16,6 +16,7 @@ import (
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/store/postgres"
@@ -38,41 +39,10 @@ type replicaBox struct {
 // engine, and when it is killed another takes over within a lease period
 // with no box lost or wrongly reaped; restarted, it re-attaches.
 func TestReplicasShareOneEngine(t *testing.T) {
-	testenv.NeedRoot(t)
-	testenv.NeedDocker(t)
-	dsn := os.Getenv("ASTRABOX_TEST_POSTGRES")
-	testenv.Need(t, dsn != "", "PostgreSQL (ASTRABOX_TEST_POSTGRES)")
-	image := servertest.DockerImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	scratch, drop, err := postgres.CreateScratch(ctx, dsn, "astrabox_replicas_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(drop)
-
-	// What replicas share: the database, the API key, the master key file
-	// and the Docker owner label.
-	var mk, own [16]byte
-	_, _ = rand.Read(mk[:])
-	_, _ = rand.Read(own[:])
-	masterKey := hex.EncodeToString(append(mk[:], mk[:]...)) + "\n"
-	cfg, _ := json.Marshal(map[string]any{"docker": map[string]any{"owner": "astrabox-replicas-" + hex.EncodeToString(own[:4])},
-		"replicas": map[string]any{"reconcileInterval": reconcileEvery}})
-	var reps []*serveProcess
-	for i := 0; i < 3; i++ {
-		p := newServeProcess(t, "--database", scratch, "--backends", "native,docker")
-		cfgFile := filepath.Join(p.dataDir, "config.json")
-		if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(p.dataDir, "master.key"), []byte(masterKey), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p.args = append(p.args, "--config", cfgFile, "--public-host", p.addr)
-		p.start()
-		reps = append(reps, p)
-	}
+	reps := startReplicas(t, ctx, 3)
+	image := servertest.DockerImage(t)
 	c := func(i int) *client.Client { return client.New("http://"+reps[i].addr, servertest.Key) }
 
 	// Two boxes through each replica: one on the shared engine, one on
@@ -240,5 +210,97 @@ func engineReconciler(t *testing.T, reps []*serveProcess, among []int) int {
 			t.Fatal("not exactly one replica reconciles the shared engine")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startReplicas starts n `astrabox serve` replicas on one fresh
+// PostgreSQL database sharing the Docker engine (and the API key, master
+// key and Docker owner), with short reconcile and Session lease periods.
+func startReplicas(t *testing.T, ctx context.Context, n int) []*serveProcess {
+	t.Helper()
+	testenv.NeedRoot(t)
+	testenv.NeedDocker(t)
+	dsn := os.Getenv("ASTRABOX_TEST_POSTGRES")
+	testenv.Need(t, dsn != "", "PostgreSQL (ASTRABOX_TEST_POSTGRES)")
+	scratch, drop, err := postgres.CreateScratch(ctx, dsn, "astrabox_replicas_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	var mk, own [16]byte
+	_, _ = rand.Read(mk[:])
+	_, _ = rand.Read(own[:])
+	masterKey := hex.EncodeToString(append(mk[:], mk[:]...)) + "\n"
+	cfg, _ := json.Marshal(map[string]any{"docker": map[string]any{"owner": "astrabox-replicas-" + hex.EncodeToString(own[:4])},
+		"replicas": map[string]any{"reconcileInterval": reconcileEvery, "sessionLease": sessionLease}})
+	var reps []*serveProcess
+	for i := 0; i < n; i++ {
+		p := newServeProcess(t, "--database", scratch, "--backends", "native,docker")
+		cfgFile := filepath.Join(p.dataDir, "config.json")
+		if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.dataDir, "master.key"), []byte(masterKey), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.args = append(p.args, "--config", cfgFile, "--public-host", p.addr)
+		p.start()
+		reps = append(reps, p)
+	}
+	return reps
+}
+
+// sessionLease is the replicas' Session lease in seconds.
+const sessionLease = 3
+
+// TestSessionTakeover: a reply runs on replica A while the client sent
+// the input and follows on replica B; `kill -9` of A mid-reply: B takes
+// the Session over once A's lease expires, re-attaches to the running
+// program by byte offset, and the reply completes with a gap-free log and
+// no frame lost or repeated, as B's follower sees it.
+func TestSessionTakeover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	reps := startReplicas(t, ctx, 2)
+	image := servertest.DockerImage(t)
+	model := fakemodel.New(t, fakemodel.Call("shell", map[string]any{"command": "sleep 3; echo slept"}),
+		fakemodel.Text("done after the sleep")).WithKey(servertest.ModelKey)
+	onA := &harness{Env: servertest.Attach(t, "http://"+reps[0].addr, "docker", model), t: t, model: model}
+	onA.Image = image
+	onB := &harness{Env: servertest.Attach(t, "http://"+reps[1].addr, "docker", model), t: t, model: model}
+	sid := onA.session(onA.agent("auto", nil))
+	t.Cleanup(func() { onB.call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
+	onA.waitState(sid, "READY") // the runtime is built on A, which opened the conversation
+	rc := onB.send(sid, "go", "")
+	onB.events(sid, 0, func(e logEvent) bool { return e.Type == "tool-input-available" })
+	var sess map[string]any
+	onB.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
+	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[0].addr {
+		t.Fatalf("holder %v, want replica A", holder)
+	}
+	killed := time.Now()
+	reps[0].kill9()
+	evs := onB.events(sid, 0, untilTurnEnded(rc.InputID))
+	t.Logf("the reply ended %v after its holder was killed", time.Since(killed).Round(time.Millisecond))
+	checkGapFree(t, evs, 1)
+	counts := map[string]int{}
+	var text strings.Builder
+	for _, f := range frames(evs) {
+		counts[f["type"].(string)]++
+		if f["type"] == "text-delta" {
+			text.WriteString(f["delta"].(string))
+		}
+	}
+	for typ, want := range map[string]int{"start": 1, "tool-input-available": 1, "tool-output-available": 1, "finish": 1} {
+		if counts[typ] != want {
+			t.Errorf("%d %s frames across the takeover, want %d: %v", counts[typ], typ, want, counts)
+		}
+	}
+	if text.String() != "done after the sleep" {
+		t.Fatalf("text %q", text.String())
+	}
+	sess = onB.waitState(sid, "READY")
+	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[1].addr {
+		t.Fatalf("holder after the takeover %v, want replica B", holder)
 	}
 }

@@ -127,6 +127,11 @@ func (s *Server) Start(ctx context.Context) error {
 	} else if n > 0 {
 		s.cfg.Logger.Info("model keys re-sealed under the newest master key", "profiles", n)
 	}
+	lease := s.cfg.LeaseTTL
+	if lease <= 0 {
+		lease = 10 * time.Second
+	}
+	s.wg.Go(func() { s.Runners.Sweep(ctx, lease) })
 	if err := s.Runners.ResumeAll(ctx); err != nil {
 		return fmt.Errorf("resume sessions: %w", err)
 	}

@@ -212,3 +212,71 @@ func (m *Manager) Close() {
 	}
 	m.wg.Wait()
 }
+
+// Sweep, every interval until ctx ends, wakes the Sessions that have a
+// runtime or queued inputs but whose lease no live replica holds: a holder
+// that died (or stopped renewing) loses its Sessions to this replica
+// within a lease period and a sweep.
+func (m *Manager) Sweep(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := m.sweepOnce(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("sweep sessions", "err", err)
+			}
+		}
+	}
+}
+
+func (m *Manager) sweepOnce(ctx context.Context) error {
+	recs, err := m.st.ListSessions(ctx, store.SessionFilter{States: []string{platform.StateCreating, platform.StateReady,
+		platform.StateBusy, platform.StateInterrupting, platform.StateRecoveryRequired}})
+	if err != nil {
+		return fmt.Errorf("list sessions: %w", err)
+	}
+	now := time.Now()
+	for _, rec := range recs {
+		if m.get(rec.ID) != nil {
+			continue
+		}
+		lease, err := m.st.GetLease(ctx, rec.ID)
+		if err != nil {
+			return fmt.Errorf("session lease: %w", err)
+		}
+		if lease.Holder != "" && lease.ExpiresAt.After(now) {
+			continue // held by a live replica
+		}
+		if rec.SandboxID == "" {
+			pending, err := m.st.ListInputs(ctx, rec.ID, store.InputAccepted, store.InputDelivered)
+			if err != nil {
+				return fmt.Errorf("list inputs: %w", err)
+			}
+			if len(pending) == 0 {
+				continue // nothing to run: the next input wakes it
+			}
+		}
+		m.log.Info("taking over a session no live replica holds", "session_id", rec.ID, "last_holder", lease.Holder)
+		m.Wake(rec.ID)
+	}
+	return nil
+}
+
+// Holder returns the replica holding the Session's runtime lease now
+// ("" when none holds a live one).
+func (m *Manager) Holder(ctx context.Context, sessionID string) (string, error) {
+	lease, err := m.st.GetLease(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	if lease.Holder == "" || !lease.ExpiresAt.After(time.Now()) {
+		return "", nil
+	}
+	return lease.Holder, nil
+}
+
+// HolderName is this replica's name in leases.
+func (m *Manager) HolderName() string { return m.cfg.Holder }
