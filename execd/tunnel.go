@@ -1,6 +1,7 @@
 package execd
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -27,33 +29,63 @@ import (
 // exposes anything beyond the box.
 
 func (s *Server) registerTunnel() {
-	t := &tunnelTable{log: s.log, live: make(map[netip.AddrPort]struct{})}
+	t := &tunnelTable{log: s.log, live: make(map[netip.AddrPort]*liveTunnel)}
 	s.mux.HandleFunc("GET "+wire.TunnelPath, t.handle)
 }
 
 // tunnelTable knows which addresses are tunnelled, so that a second tunnel
-// on a live address is refused before anything is bound.
+// on a live address is refused (or, asked to, replaces the first) before
+// anything is bound.
 type tunnelTable struct {
 	log  *slog.Logger
 	mu   sync.Mutex
-	live map[netip.AddrPort]struct{}
+	live map[netip.AddrPort]*liveTunnel
 }
 
-// reserve marks addr as tunnelled, or fails with CodeConflict when it is.
-func (t *tunnelTable) reserve(addr netip.AddrPort) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.live[addr]; ok {
-		return sandbox.Errorf(sandbox.CodeConflict, "%s is already tunnelled; close that tunnel first", addr)
+// liveTunnel is a tunnel being served: stop ends it, done is closed once
+// its address is free again.
+type liveTunnel struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// replaceWait bounds how long a replacing tunnel waits for the one it
+// ends to let go of the address.
+const replaceWait = 10 * time.Second
+
+// reserve marks addr as tunnelled by lt. When it is already, it fails with
+// CodeConflict, or with replace ends that tunnel and waits until it let go.
+func (t *tunnelTable) reserve(ctx context.Context, addr netip.AddrPort, lt *liveTunnel, replace bool) error {
+	for {
+		t.mu.Lock()
+		old, ok := t.live[addr]
+		if !ok {
+			t.live[addr] = lt
+			t.mu.Unlock()
+			return nil
+		}
+		t.mu.Unlock()
+		if !replace {
+			return sandbox.Errorf(sandbox.CodeConflict, "%s is already tunnelled; close that tunnel first (or replace it)", addr)
+		}
+		old.stop()
+		select {
+		case <-old.done:
+		case <-ctx.Done():
+			return sandbox.Errorf(sandbox.CodeConflict, "%s: the request ended while the old tunnel was closing", addr)
+		case <-time.After(replaceWait):
+			return sandbox.Errorf(sandbox.CodeConflict, "%s: the old tunnel did not close within %v", addr, replaceWait)
+		}
 	}
-	t.live[addr] = struct{}{}
-	return nil
 }
 
-func (t *tunnelTable) release(addr netip.AddrPort) {
+func (t *tunnelTable) release(addr netip.AddrPort, lt *liveTunnel) {
 	t.mu.Lock()
-	delete(t.live, addr)
+	if t.live[addr] == lt {
+		delete(t.live, addr)
+	}
 	t.mu.Unlock()
+	close(lt.done)
 }
 
 // handle serves GET /tunnel. It validates and binds the address before the
@@ -66,11 +98,14 @@ func (t *tunnelTable) handle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := t.reserve(addr); err != nil {
+	ctx, stop := context.WithCancel(r.Context())
+	defer stop()
+	lt := &liveTunnel{stop: stop, done: make(chan struct{})}
+	if err := t.reserve(r.Context(), addr, lt, r.URL.Query().Get(wire.TunnelReplaceParam) == "true"); err != nil {
 		writeError(w, err)
 		return
 	}
-	defer t.release(addr)
+	defer t.release(addr, lt)
 	ln, err := listenTunnel(addr)
 	if err != nil {
 		writeError(w, err)
@@ -85,7 +120,7 @@ func (t *tunnelTable) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.log.Debug("tunnel opened", "listen", addr.String())
-	runTunnel(r.Context(), t.log.With("listen", addr.String()), ln, conn)
+	runTunnel(ctx, t.log.With("listen", addr.String()), ln, conn)
 	t.log.Debug("tunnel closed", "listen", addr.String())
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/execd"
 	"github.com/astrabox/astrabox/execd/client"
@@ -284,5 +285,25 @@ func TestTunnelRefused(t *testing.T) {
 				t.Fatalf("tunnel %q: want %d %s, got %v", tc.listen, tc.status, tc.code, err)
 			}
 		})
+	}
+}
+
+// TestTunnelTakeOver: a new holder takes a live tunnel's address over;
+// the old tunnel ends and in-box requests reach the new one.
+func TestTunnelTakeOver(t *testing.T) {
+	c := tunnelClient(t)
+	addr := freeLoopbackAddr(t)
+	old := openTunnel(t, c, addr)
+	serveHTTP(t, old, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "old") }))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nl, err := c.TakeTunnel(ctx, addr)
+	if err != nil {
+		t.Fatalf("take over %s: %v", addr, err)
+	}
+	t.Cleanup(func() { nl.Close() })
+	serveHTTP(t, nl, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "new") }))
+	if got := boxGet(t, ctx, boxHTTPClient(t), "http://"+addr+"/"); got != "new" {
+		t.Fatalf("in-box request reached %q, want the new tunnel", got)
 	}
 }

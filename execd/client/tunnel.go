@@ -51,7 +51,20 @@ import (
 // given; RemoteAddr of a conn is that of the WebSocket and says nothing
 // about the program in the box.
 func (c *Client) Tunnel(ctx context.Context, listen string) (net.Listener, error) {
+	return c.tunnel(ctx, listen, false)
+}
+
+// TakeTunnel is Tunnel that, when the address is tunnelled already, ends
+// that tunnel and takes its place (wire.TunnelReplaceParam).
+func (c *Client) TakeTunnel(ctx context.Context, listen string) (net.Listener, error) {
+	return c.tunnel(ctx, listen, true)
+}
+
+func (c *Client) tunnel(ctx context.Context, listen string, replace bool) (net.Listener, error) {
 	q := url.Values{wire.TunnelListenParam: {listen}}
+	if replace {
+		q.Set(wire.TunnelReplaceParam, "true")
+	}
 	ws, err := c.dialWebSocket(ctx, wire.TunnelPath+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err

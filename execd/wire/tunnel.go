@@ -48,3 +48,8 @@ const (
 	// direction finished, the other not) before it is reset.
 	TunnelHalfCloseTimeout = 5 * time.Minute
 )
+
+// TunnelReplaceParam ("true") makes a tunnel request end a live tunnel on
+// the same address and take its place, instead of being refused: a new
+// holder of a Session takes over from one that is gone or frozen.
+const TunnelReplaceParam = "replace"

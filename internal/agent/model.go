@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -194,11 +195,17 @@ func (c *modelClient) post(ctx context.Context, body []byte) (*http.Response, er
 	}
 }
 
-// isConnectError reports an error of dialling (refused, reset before any
-// answer), after which the request surely did not reach the model.
+// isConnectError reports a failure before any answer: the connection
+// could not be made, or was reset or closed before the response began (in
+// a sandbox: the model path's tunnel passing from one AstraBox replica to
+// another). Such a request may be sent again; at worst the model saw it
+// twice and answered nobody.
 func isConnectError(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if errors.As(err, &op) && (op.Op == "dial" || errors.Is(err, syscall.ECONNRESET)) {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // redact removes the credential from s, in case a server echoes it.

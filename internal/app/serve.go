@@ -286,10 +286,13 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Unready first, then hand the Sessions this replica holds to the
+	// others at once, then let the requests in flight finish.
+	srv.Handler.SetDraining()
+	srv.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(shutdownCtx)
-	srv.Close()
 	log.Info("stopped; sandboxes keep running and are re-attached at the next start")
 	return nil
 }

@@ -125,14 +125,28 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 		}
 		ia, _ := json.Marshal(ev.Interaction)
 		// The record first, unlike the rest: a client that reads the
-		// interaction's frame must find it open when it answers.
-		if _, err := r.updateSession(ctx, func(s *store.Session) { s.PendingInteraction = ia }); err != nil {
+		// interaction's frame must find it open when it answers, on a
+		// Session that shows the reply it belongs to.
+		var from string
+		turnID := r.turn.id
+		if _, err := r.updateSession(ctx, func(s *store.Session) {
+			from = s.State
+			s.PendingInteraction, s.CurrentTurnID = ia, turnID
+			if s.State != platform.StateDeleted && s.State != platform.StateInterrupting {
+				s.State = platform.StateBusy
+			}
+		}); err != nil {
 			r.log.Warn("record pending interaction", "err", err)
 		}
-		return []store.LogEntry{
+		es := []store.LogEntry{
 			r.chunk(map[string]any{"type": "data-interaction", "id": ev.Interaction.ID, "data": json.RawMessage(ia)}),
 			r.control("interaction.opened", map[string]any{"interaction": json.RawMessage(ia)}),
-		}, nil
+		}
+		if from != platform.StateBusy && from != platform.StateInterrupting && from != platform.StateDeleted && from != "" {
+			es = append(es, store.LogEntry{Type: "state.changed",
+				Payload: mustJSON(map[string]string{"from": from, "to": platform.StateBusy, "reason": "input consumed"})})
+		}
+		return es, nil
 	case engine.ReplyEnded:
 		return r.replyEnded(ev.End)
 	case engine.NativeKey:

@@ -32,6 +32,9 @@ type Config struct {
 	// IdleTimeout releases a runtime idle this long when its profile names
 	// no idle timeout (default 30 minutes).
 	IdleTimeout time.Duration
+	// DrainTimeout bounds how long Close lets replies in progress finish
+	// before it stops their runners (default 20 s).
+	DrainTimeout time.Duration
 	// ModelClient forwards model traffic (default: a client without a
 	// total timeout; streams are long).
 	ModelClient *http.Client
@@ -50,6 +53,10 @@ type Manager struct {
 	mu      sync.Mutex
 	runners map[string]*runner
 	wg      sync.WaitGroup
+	// draining is closed when Close begins: runners finish the reply in
+	// progress, start no new one, and hand their Sessions over.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // New returns a Manager; Close stops its runners.
@@ -66,8 +73,12 @@ func New(cfg Config) *Manager {
 	if cfg.ModelClient == nil {
 		cfg.ModelClient = &http.Client{}
 	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 20 * time.Second
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, p: cfg.Platform, st: cfg.Platform.Store(), log: cfg.Logger, ctx: ctx, stop: stop, runners: map[string]*runner{}}
+	return &Manager{cfg: cfg, p: cfg.Platform, st: cfg.Platform.Store(), log: cfg.Logger, ctx: ctx, stop: stop, runners: map[string]*runner{},
+		draining: make(chan struct{})}
 }
 
 // Wake implements platform.Waker: it starts the Session's runner if none
@@ -77,6 +88,13 @@ func (m *Manager) Wake(sessionID string) {
 	defer m.mu.Unlock()
 	if m.ctx.Err() != nil {
 		return
+	}
+	select {
+	case <-m.draining:
+		if m.runners[sessionID] == nil {
+			return // shutting down: no new runtimes here
+		}
+	default:
 	}
 	r := m.runners[sessionID]
 	if r == nil {
@@ -200,9 +218,24 @@ func (m *Manager) ResumeAll(ctx context.Context) error {
 // Close stops every runner, leaving programs and sandboxes running (a new
 // server re-attaches to them) and releasing leases.
 func (m *Manager) Close() {
+	// Replies in progress finish first (bounded), so that a rolling
+	// restart cuts none: their model streams run through this replica.
+	m.drainOnce.Do(func() { close(m.draining) })
+	m.mu.Lock()
+	rs := make([]*runner, 0, len(m.runners))
+	for _, r := range m.runners {
+		rs = append(rs, r)
+	}
+	m.mu.Unlock()
+	deadline := time.After(m.cfg.DrainTimeout)
+	for _, r := range rs {
+		select {
+		case <-r.done:
+		case <-deadline:
+		}
+	}
 	m.mu.Lock()
 	m.stop()
-	rs := make([]*runner, 0, len(m.runners))
 	for _, r := range m.runners {
 		rs = append(rs, r)
 	}
@@ -211,19 +244,35 @@ func (m *Manager) Close() {
 		r.shutdown(false)
 	}
 	m.wg.Wait()
+	if len(rs) > 0 {
+		// Their leases are released: the other replicas take the
+		// Sessions over now rather than at their next sweep.
+		m.p.Log().Notifier.Notify(releasedStream)
+	}
 }
+
+// releasedStream is the notification a replica sends when it let its
+// Sessions go (a graceful shutdown), so that the others sweep at once.
+const releasedStream = "runners:released"
 
 // Sweep, every interval until ctx ends, wakes the Sessions that have a
 // runtime or queued inputs but whose lease no live replica holds: a holder
 // that died (or stopped renewing) loses its Sessions to this replica
-// within a lease period and a sweep.
+// within a lease period and a sweep, and one that shut down gracefully
+// (and said so) at once.
 func (m *Manager) Sweep(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	released, stop := m.p.Log().Notifier.Subscribe(releasedStream)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-released:
+			if err := m.sweepOnce(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("sweep sessions", "err", err)
+			}
 		case <-t.C:
 			if err := m.sweepOnce(ctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("sweep sessions", "err", err)

@@ -148,7 +148,9 @@ func openTunnel(ctx context.Context, rt *runtime) (net.Listener, error) {
 			addr = l.Addr().String()
 			l.Close()
 		}
-		ln, err := rt.ex.Tunnel(ctx, addr)
+		// The Session's holder owns its box's model path: a tunnel a former
+		// holder left (gone, or frozen past its lease) is replaced.
+		ln, err := rt.ex.TakeTunnel(ctx, addr)
 		if err == nil {
 			rt.rec.ModelListen = addr
 			return ln, nil

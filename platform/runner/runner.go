@@ -159,6 +159,11 @@ func (r *runner) step() (bool, error) {
 		return false, fmt.Errorf("list inputs: %w", err)
 	}
 	if r.rt == nil {
+		select {
+		case <-r.m.draining:
+			return false, nil // shutting down: the next holder builds it
+		default:
+		}
 		switch {
 		case sess.SandboxID != "" && len(sess.Runtime) > 0:
 			if err := r.attach(ctx, sess); err != nil {
@@ -183,8 +188,15 @@ func (r *runner) step() (bool, error) {
 			return false, nil // nothing to do: a released or lost runtime waits for input
 		}
 	}
-	if err := r.deliver(ctx, pending); err != nil {
-		return false, err
+	select {
+	case <-r.m.draining:
+		if r.turn == nil {
+			return false, nil // hand the Session over between replies
+		}
+	default:
+		if err := r.deliver(ctx, pending); err != nil {
+			return false, err
+		}
 	}
 	return r.wait(ctx)
 }
@@ -196,10 +208,16 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 	defer idle.Stop()
 	remote, stop := r.m.p.Log().Notifier.Subscribe(platform.WakeStream(r.id))
 	defer stop()
+	draining := r.m.draining
 	for {
+		if draining == nil && r.turn == nil {
+			return false, nil // draining, and the reply in progress ended
+		}
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
+		case <-draining:
+			draining = nil
 		case <-r.wake:
 			return true, nil
 		case <-remote:
