@@ -209,6 +209,10 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 	remote, stop := r.m.p.Log().Notifier.Subscribe(platform.WakeStream(r.id))
 	defer stop()
 	draining := r.m.draining
+	// The safety net for a lost notification of an input accepted on
+	// another replica: pending inputs are looked for now and then.
+	poll := time.NewTicker(inputPoll)
+	defer poll.Stop()
 	for {
 		if draining == nil && r.turn == nil {
 			return false, nil // draining, and the reply in progress ended
@@ -222,6 +226,10 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 			return true, nil
 		case <-remote:
 			return true, nil
+		case <-poll.C:
+			if r.undelivered(ctx) {
+				return true, nil
+			}
 		case batch := <-r.rt.events:
 			if err := r.handle(ctx, coalesce(batch, r.rt.events)); err != nil {
 				return false, err
@@ -354,4 +362,25 @@ func coalesce(b batch, ch <-chan batch) batch {
 		}
 	}
 	return b
+}
+
+// inputPoll is how often a holder looks for inputs it was not told of.
+const inputPoll = 2 * time.Second
+
+// undelivered reports whether the Session has accepted inputs this
+// runtime has not written to its program yet.
+func (r *runner) undelivered(ctx context.Context) bool {
+	if r.rt == nil {
+		return false
+	}
+	pending, err := r.m.st.ListInputs(ctx, r.id, store.InputAccepted)
+	if err != nil {
+		return false
+	}
+	for _, in := range pending {
+		if !r.rt.sent[in.ID] {
+			return true
+		}
+	}
+	return false
 }
