@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/astrabox/astrabox/lifecycle"
@@ -61,7 +62,13 @@ type Server struct {
 	mux  *http.ServeMux
 	// transport is the proxy's pooled connection to sandboxes.
 	transport *http.Transport
+	// draining is set when the server is shutting down: /readyz answers
+	// 503 so load balancers stop sending it requests.
+	draining atomic.Bool
 }
+
+// SetDraining marks the server as shutting down (see /readyz).
+func (s *Server) SetDraining() { s.draining.Store(true) }
 
 // New returns the API handler.
 func New(cfg Config) *Server {
@@ -316,6 +323,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusServiceUnavailable
+	}
+	if s.draining.Load() {
+		status, ok = http.StatusServiceUnavailable, false
+		out["draining"] = true
 	}
 	out["ready"] = ok
 	writeJSON(w, status, out)
