@@ -51,7 +51,7 @@ type liveTunnel struct {
 
 // replaceWait bounds how long a replacing tunnel waits for the one it
 // ends to let go of the address.
-const replaceWait = 10 * time.Second
+const replaceWait = 5 * time.Second
 
 // reserve marks addr as tunnelled by lt. When it is already, it fails with
 // CodeConflict, or with replace ends that tunnel and waits until it let go.

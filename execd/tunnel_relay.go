@@ -49,6 +49,9 @@ func runTunnel(ctx context.Context, log *slog.Logger, ln *net.TCPListener, ws *w
 	select {
 	case <-sess.Done():
 	case <-ctx.Done():
+		// Ended from here (replaced by a new holder's tunnel, or execd
+		// stopping): the peer may be frozen, so nothing waits on it.
+		_ = ws.CloseNow()
 	}
 	_ = sess.Close()
 	tn.shutdown()

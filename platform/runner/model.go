@@ -138,7 +138,8 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func openTunnel(ctx context.Context, rt *runtime) (net.Listener, error) {
 	pick := rt.rec.ModelListen == ""
 	var last error
-	for attempt := 0; attempt < 20; attempt++ {
+	deadline := time.Now().Add(20 * time.Second)
+	for attempt := 0; attempt < 20 && time.Now().Before(deadline); attempt++ {
 		addr := rt.rec.ModelListen
 		if pick {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
