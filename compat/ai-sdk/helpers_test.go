@@ -1,0 +1,201 @@
+package aisdk_test
+
+// Reading the session's raw log, and running npm and node.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/internal/server/servertest"
+	"github.com/astrabox/astrabox/internal/sse"
+)
+
+// readEvents follows a session's /events after seq until stop returns true
+// for an event, and returns the events read.
+func readEvents(ctx context.Context, t *testing.T, env *servertest.Env, sid string, after int64, stop func(logEvent) bool) []logEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/sessions/%s/events?after_seq=%d", env.URL, sid, after), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.HeaderAPIKey, servertest.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /events: %d %s", resp.StatusCode, b)
+	}
+	var out []logEvent
+	r := sse.NewReader(resp.Body, 0)
+	for {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatalf("/events of %s ended before the awaited event: %v; read %s", sid, err, summarize(out))
+		}
+		var e logEvent
+		if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
+			t.Fatalf("/events: bad event %q: %v", f.Data, err)
+		}
+		out = append(out, e)
+		if stop(e) {
+			return out
+		}
+	}
+}
+
+// untilTurnEnded stops at the turn.ended of an input.
+func untilTurnEnded(inputID string) func(logEvent) bool {
+	return func(e logEvent) bool { return e.Type == "turn.ended" && e.InputID == inputID }
+}
+
+// firstFrame returns the first UI frame of a turn.
+func firstFrame(t *testing.T, evs []logEvent, turnID string) logEvent {
+	t.Helper()
+	for _, e := range evs {
+		if e.TurnID == turnID && !strings.Contains(e.Type, ".") {
+			return e
+		}
+	}
+	t.Fatalf("turn %s has no frame: %s", turnID, summarize(evs))
+	return logEvent{}
+}
+
+// frameOf returns a turn's first frame of a type.
+func frameOf(t *testing.T, evs []logEvent, turnID, typ string) logEvent {
+	t.Helper()
+	for _, e := range evs {
+		if e.TurnID == turnID && e.Type == typ {
+			return e
+		}
+	}
+	t.Fatalf("turn %s has no %s frame: %s", turnID, typ, summarize(evs))
+	return logEvent{}
+}
+
+// textOf returns a text-delta frame's delta.
+func textOf(t *testing.T, e logEvent) string {
+	t.Helper()
+	var f struct {
+		Delta string `json:"delta"`
+	}
+	if err := json.Unmarshal(e.Payload, &f); err != nil || f.Delta == "" {
+		t.Fatalf("frame %d %s has no delta: %s", e.Seq, e.Type, e.Payload)
+	}
+	return f.Delta
+}
+
+// messageIDOf returns a start frame's messageId.
+func messageIDOf(t *testing.T, e logEvent) string {
+	t.Helper()
+	var f struct {
+		MessageID string `json:"messageId"`
+	}
+	if err := json.Unmarshal(e.Payload, &f); err != nil || f.MessageID == "" {
+		t.Fatalf("start frame %d has no messageId: %s", e.Seq, e.Payload)
+	}
+	return f.MessageID
+}
+
+func summarize(evs []logEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%d:%s ", e.Seq, e.Type)
+	}
+	return b.String()
+}
+
+// testTimeout leaves a minute of the test binary's deadline for cleanup.
+func testTimeout(t *testing.T) time.Duration {
+	d := 8 * time.Minute
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl) - time.Minute; left < d {
+			d = left
+		}
+	}
+	return d
+}
+
+// installAI installs the pinned ai package into pkgDir/node_modules with
+// npm ci (from package-lock.json).
+func installAI(ctx context.Context, t *testing.T, pkgDir string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = pkgDir
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+}
+
+// tapSummary matches the counters node's TAP reporter ends with.
+var tapSummary = regexp.MustCompile(`(?m)^# (tests|pass|fail|cancelled|skipped|todo) (\d+)$`)
+
+// runNode runs aisdk.test.mjs with node --test and the TAP reporter, with
+// vars added to the environment. It fails the test, showing node's output,
+// unless node exits 0 and its summary counts nodeTests passed tests and
+// nothing else.
+func runNode(ctx context.Context, t *testing.T, pkgDir string, vars map[string]string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=tap", "aisdk.test.mjs")
+	cmd.Dir = pkgDir
+	cmd.Env = os.Environ()
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	counts := map[string]int{}
+	for _, m := range tapSummary.FindAllStringSubmatch(out.String(), -1) {
+		counts[m[1]], _ = strconv.Atoi(m[2])
+	}
+	want := map[string]int{"tests": nodeTests, "pass": nodeTests, "fail": 0, "cancelled": 0, "skipped": 0, "todo": 0}
+	var bad []string
+	for k, v := range want {
+		if counts[k] != v {
+			bad = append(bad, fmt.Sprintf("%s %d (want %d)", k, counts[k], v))
+		}
+	}
+	slices.Sort(bad)
+	if err != nil || len(bad) > 0 {
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("node --test aisdk.test.mjs: %v\n%s", err, indent(out.String()))
+		}
+		t.Fatalf("node --test aisdk.test.mjs: %v, summary %v; its output:\n%s", err, bad, indent(out.String()))
+	}
+	t.Logf("node --test aisdk.test.mjs passed %d tests:\n%s", nodeTests, indent(out.String()))
+}
+
+// indent indents every line of s, for output quoted in the test log.
+func indent(s string) string {
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		b.WriteString("    " + sc.Text() + "\n")
+	}
+	return b.String()
+}
