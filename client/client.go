@@ -77,7 +77,16 @@ func CodeOf(err error) sandbox.Code {
 	return execdclient.CodeOf(err)
 }
 
+// do makes a request of the sandbox API (/v1) and returns the response of
+// a success; any other answer is returned as *APIError.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in any, header http.Header) (*http.Response, error) {
+	return c.request(ctx, method, "/v1"+path, query, in, header)
+}
+
+// request sends a JSON request (in, when not nil) to path under the
+// server's base URL with the API key, and returns the response of a
+// success; any other answer is returned as *APIError.
+func (c *Client) request(ctx context.Context, method, path string, query url.Values, in any, header http.Header) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -86,7 +95,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		}
 		body = bytes.NewReader(b)
 	}
-	u := c.base + "/v1" + path
+	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
@@ -111,12 +120,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return resp, nil
 	}
 	defer resp.Body.Close()
+	return nil, responseError(resp)
+}
+
+// responseError reads an error answer into an *APIError.
+func responseError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var er wire.ErrorResponse
 	if json.Unmarshal(b, &er) != nil || er.Code == "" {
 		er = wire.ErrorResponse{Code: string(sandbox.CodeInternal), Message: strings.TrimSpace(string(b))}
 	}
-	return nil, &APIError{Status: resp.StatusCode, Code: sandbox.Code(er.Code), Message: er.Message, RequestID: resp.Header.Get("X-Request-ID")}
+	return &APIError{Status: resp.StatusCode, Code: sandbox.Code(er.Code), Message: er.Message, RequestID: resp.Header.Get("X-Request-ID")}
 }
 
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any, header http.Header) error {

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,10 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
-
-	"github.com/astrabox/astrabox/api/wire"
-	"github.com/astrabox/astrabox/sandbox"
 )
 
 // This file is the agent platform's half of the SDK: the calls of the
@@ -185,40 +180,7 @@ func (c *Client) Messages(ctx context.Context, sessionID string) (Transcript, er
 // apiDo makes a request of the /api/v1 routes and returns the response of
 // a success; any other answer is returned as *APIError.
 func (c *Client) apiDo(ctx context.Context, method, path string, query url.Values, in any, header http.Header) (*http.Response, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	u := c.base + "/api/v1" + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	if c.key != "" {
-		req.Header.Set(HeaderAPIKey, c.key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode < 300 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, responseError(resp)
+	return c.request(ctx, method, "/api/v1"+path, query, in, header)
 }
 
 // apiJSON is apiDo that decodes a JSON answer into out (when not nil).
@@ -245,14 +207,4 @@ func decodeBody(resp *http.Response, out any) error {
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
-}
-
-// responseError reads an error answer's {code, message}.
-func responseError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var er wire.ErrorResponse
-	if json.Unmarshal(b, &er) != nil || er.Code == "" {
-		er = wire.ErrorResponse{Code: string(sandbox.CodeInternal), Message: strings.TrimSpace(string(b))}
-	}
-	return &APIError{Status: resp.StatusCode, Code: sandbox.Code(er.Code), Message: er.Message, RequestID: resp.Header.Get("X-Request-ID")}
 }
