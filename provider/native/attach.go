@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,14 +18,7 @@ const stateVersion = 1
 // decodeState reads a state record (a box's state.json, or a blob handed
 // to Attach); an ErrBadStateBlob-wrapped error when it is not one.
 func decodeState(id string, b []byte) (boxState, error) {
-	var st boxState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return boxState{}, fmt.Errorf("decode state of %s: %w: %v", id, sandbox.ErrBadStateBlob, err)
-	}
-	if st.Version != stateVersion {
-		return boxState{}, fmt.Errorf("state of %s: %w: version %d (this backend reads %d)", id, sandbox.ErrBadStateBlob, st.Version, stateVersion)
-	}
-	return st, nil
+	return sandbox.DecodeStateBlob[boxState](id, b, stateVersion)
 }
 
 // Attach implements sandbox.Attacher. Everything this Provider needs to

@@ -17,14 +17,7 @@ const stateVersion = 1
 // decodeState reads a state record (a box's state.json, or a blob handed
 // to Attach); an ErrBadStateBlob-wrapped error when it is not one.
 func decodeState(id string, b []byte) (state, error) {
-	var st state
-	if err := json.Unmarshal(b, &st); err != nil {
-		return state{}, fmt.Errorf("decode state of %s: %w: %v", id, sandbox.ErrBadStateBlob, err)
-	}
-	if st.Version != stateVersion {
-		return state{}, fmt.Errorf("state of %s: %w: version %d (this backend reads %d)", id, sandbox.ErrBadStateBlob, st.Version, stateVersion)
-	}
-	return st, nil
+	return sandbox.DecodeStateBlob[state](id, b, stateVersion)
 }
 
 // Attach implements sandbox.Attacher. A box's directory holds all this
