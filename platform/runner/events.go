@@ -152,6 +152,11 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 	case engine.NativeKey:
 		return nil, func(ctx context.Context) error { return r.nativeKey(ctx, ev) }
 	case engine.StateGrew:
+		if r.turn != nil {
+			// Mirrored when the reply ends: a copy per record of a reply
+			// would put a download from the box on the reply's path.
+			return nil, nil
+		}
 		return nil, r.mirrorNative
 	case engine.StateChanged:
 		if ev.State == engine.StateIdle && r.turn == nil {
