@@ -200,11 +200,10 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 	if !st.Running {
 		return errors.New("the program is no longer running")
 	}
-	a, prof, ad, err := r.resolve(ctx, sess)
+	_, prof, ad, err := r.resolve(ctx, sess)
 	if err != nil {
 		return err
 	}
-	_ = a
 	native, err := r.m.st.NativeState(ctx, sess.ID)
 	if err != nil {
 		return fmt.Errorf("read native state: %w", err)
