@@ -57,6 +57,16 @@ dist/debian-rootfs.tar.gz:
 	mkdir -p dist
 	NO_IMPORT=1 image/debootstrap.sh debian $(CURDIR)/$@
 
+.PHONY: image-pi
+image-pi: build dist/pi-rootfs.tar.gz ## build the image of engine kind pi (Debian + Node + pi) and import it as "pi", into Docker too when it answers (root, npm)
+	./$(BIN) image import --replace $$(docker info >/dev/null 2>&1 && echo --docker) pi dist/pi-rootfs.tar.gz
+
+# The pi image's rootfs tarball (no import): what the pi tests use, through
+# ASTRABOX_TEST_PI_ROOTFS.
+dist/pi-rootfs.tar.gz: image/pi.sh image/pi/install.sh image/pi/package-lock.json
+	mkdir -p dist
+	NO_IMPORT=1 image/pi.sh pi $(CURDIR)/$@
+
 .PHONY: fuzz
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$($(GO) list ./...); do \

@@ -67,15 +67,29 @@ type engineInfo struct {
 	Images map[string]bool `json:"images"`
 }
 
+// listEngines lists the engine kinds that can run here: each with, per
+// backend, whether the image its program needs is there; a kind whose
+// image no backend has is left out.
 func (s *Server) listEngines(w http.ResponseWriter, r *http.Request) {
-	var items []engineInfo
+	items := []engineInfo{}
 	for _, kind := range sortedKeys(s.plat.Engines()) {
 		d := s.plat.Engines()[kind].Descriptor()
 		info := engineInfo{Descriptor: d, Images: map[string]bool{}}
-		for name := range s.svc.Backends() {
-			info.Images[name] = d.Image == ""
+		anywhere := false
+		for name, p := range s.svc.Backends() {
+			has := d.Image == ""
+			if c, ok := p.(sandbox.ImageChecker); ok && !has {
+				var err error
+				if has, err = c.HasImage(r.Context(), d.Image); err != nil {
+					s.log.Warn("check an engine's image", "engine_kind", kind, "backend", name, "err", err)
+				}
+			}
+			info.Images[name] = has
+			anywhere = anywhere || has
 		}
-		items = append(items, info)
+		if anywhere {
+			items = append(items, info)
+		}
 	}
 	writeJSON(w, http.StatusOK, page(items, ""))
 }

@@ -22,6 +22,9 @@
 #   PACKAGES  extra packages, comma-separated (default: python3,ca-certificates)
 #   NO_IMPORT set to 1 to only write TARBALL (which is then required), e.g. to
 #             import it later or into another backend's engine
+#   HOOK      a program run as `HOOK ROOT` after debootstrap, before packing,
+#             to add to the tree (image/pi.sh uses it); it must not leave
+#             anything mounted under ROOT
 #
 # It runs `debootstrap --variant=minbase`, drops apt's caches, packs the tree
 # with numeric owners into a gzip tarball and runs
@@ -104,6 +107,10 @@ echo "debootstrap took $(($(date +%s) - start)) s" >&2
 rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/cache/apt/*.bin "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/log/*.log
 : >"$ROOT/etc/machine-id"
 chroot "$ROOT" python3 --version >/dev/null || die "python3 does not run in the root file system"
+if [ -n "${HOOK:-}" ]; then
+	echo "running $HOOK" >&2
+	"$HOOK" "$ROOT" || die "$HOOK failed"
+fi
 
 tar --numeric-owner -C "$ROOT" -czf "$OUT" .
 echo "packed $(du -h "$OUT" | cut -f1) into $OUT" >&2

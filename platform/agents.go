@@ -100,6 +100,9 @@ func (s *Service) validateAgent(ctx context.Context, req *AgentRequest) error {
 	if len(p.EngineKinds) > 0 && !slices.Contains(p.EngineKinds, req.EngineKind) {
 		return invalid("runtime profile %q does not allow engine kind %s (engine_kinds: %s)", p.Name, req.EngineKind, strings.Join(p.EngineKinds, ", "))
 	}
+	if d.Image != "" && (p.Image == "" || p.Image == "host") {
+		return invalid("engine kind %s runs in an image with its program installed: runtime profile %q names no image (make image-%s imports one named %q)", req.EngineKind, p.Name, req.EngineKind, d.Image)
+	}
 	if p.Model == nil || p.Model.BaseURL == "" {
 		return invalid("runtime profile %q has no model endpoint (model.base_url)", p.Name)
 	}

@@ -99,3 +99,11 @@ type Attacher interface {
 	// box's life.
 	Attach(ctx context.Context, id string, blob []byte) (Info, error)
 }
+
+// ImageChecker is implemented by providers that can tell whether an image
+// is there to start boxes from, without starting one (what GET
+// /api/v1/engines reports per backend).
+type ImageChecker interface {
+	// HasImage reports whether image name is available to this backend.
+	HasImage(ctx context.Context, name string) (bool, error)
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/platform/engine/astrabox"
+	"github.com/astrabox/astrabox/platform/engine/pi"
 	"github.com/astrabox/astrabox/platform/runner"
 	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/sandbox"
@@ -73,6 +74,12 @@ type Server struct {
 	closed sync.Once
 }
 
+// Engines returns a registry of every engine kind AstraBox ships (the
+// default of Config.Engines).
+func Engines() engine.Registry {
+	return engine.Registry{astrabox.Kind: astrabox.New(), pi.Kind: pi.New()}
+}
+
 // New wires a server; Start runs its background work.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || len(cfg.Backends) == 0 || cfg.Vault == nil {
@@ -82,7 +89,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Engines == nil {
-		cfg.Engines = engine.Registry{astrabox.Kind: astrabox.New()}
+		cfg.Engines = Engines()
 	}
 	if cfg.Holder == "" {
 		cfg.Holder = "local"

@@ -40,6 +40,10 @@ type Descriptor struct {
 	// Image is the image the program needs ("" runs in any image: the
 	// program ships inside the AstraBox binary).
 	Image string `json:"image,omitempty"`
+	// SerialInputs is true for a program that must be handed one input at
+	// a time: the next only once the reply to the last one ended (a
+	// program whose own queue does not keep the order the runner needs).
+	SerialInputs bool `json:"serial_inputs,omitempty"`
 }
 
 // Config is what the runner knows when it (re)builds a program's runtime.
@@ -85,6 +89,9 @@ type Launch struct {
 	// StatePath is the program's native state file in the box, mirrored
 	// into the store after each reply ("" when it keeps none).
 	StatePath string
+	// Stdin is written to the program's stdin once it started, before any
+	// input (e.g. a query of its state); nil for nothing.
+	Stdin []byte
 }
 
 // Input is one user input.
@@ -139,7 +146,9 @@ const (
 	Frame
 	// InputReceived: the program acknowledged an input (input.delivered).
 	InputReceived
-	// InputConsumed: the program took the input and starts its reply.
+	// InputConsumed: the program took the input and starts its reply. An
+	// empty InputID names the oldest input delivered to the program (for a
+	// program that does not echo ids, decoded from the middle of its run).
 	InputConsumed
 	// InteractionRequested: an approval or question waits for an answer.
 	InteractionRequested
@@ -242,4 +251,20 @@ func (r Registry) Get(kind string) (Adapter, error) {
 		return a, nil
 	}
 	return nil, errors.Join(ErrUnknownKind, errors.New("kind "+kind))
+}
+
+// WithImage returns ad with its descriptor naming image as the one its
+// program needs: for an image built or named otherwise than the kind's
+// own (a registry copy, a test build).
+func WithImage(ad Adapter, image string) Adapter { return imaged{ad, image} }
+
+type imaged struct {
+	Adapter
+	image string
+}
+
+func (a imaged) Descriptor() Descriptor {
+	d := a.Adapter.Descriptor()
+	d.Image = a.image
+	return d
 }

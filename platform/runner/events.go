@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
@@ -89,15 +90,18 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 				return err
 			}
 	case engine.InputConsumed:
-		in, err := r.m.st.GetInput(ctx, ev.InputID)
-		if err != nil || in.SessionID != r.id {
+		in, err := r.consumedInput(ctx, ev.InputID)
+		if err != nil || in == nil || in.SessionID != r.id {
+			if err != nil {
+				r.log.Warn("read the consumed input", "input_id", ev.InputID, "err", err)
+			}
 			return nil, nil
 		}
 		if in.State != store.InputAccepted && in.State != store.InputDelivered {
 			r.log.Warn("program consumed an input a second time; ignored", "input_id", in.ID, "state", in.State)
 			return nil, nil
 		}
-		r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID}
+		r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID, started: time.Now()}
 		es := []store.LogEntry{
 			r.control("input.consumed", map[string]any{"input_id": in.ID}),
 			r.control("turn.started", map[string]any{"input_id": in.ID}),
@@ -152,9 +156,10 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 	case engine.NativeKey:
 		return nil, func(ctx context.Context) error { return r.nativeKey(ctx, ev) }
 	case engine.StateGrew:
-		if r.turn != nil {
-			// Mirrored when the reply ends: a copy per record of a reply
-			// would put a download from the box on the reply's path.
+		if r.turn != nil && (time.Since(r.turn.started) < mirrorDuringReply || time.Since(r.lastMirror) < mirrorDuringReply) {
+			// Mirrored when the reply ends, and now and then during a long
+			// one: a copy per record of a reply would put a download from
+			// the box on the reply's path.
 			return nil, nil
 		}
 		return nil, r.mirrorNative
@@ -171,6 +176,31 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 		return nil, nil
 	}
 	r.log.Debug("program diagnostic", "text", truncate(ev.Text, 500))
+	return nil, nil
+}
+
+// mirrorDuringReply is how often the native state is mirrored while a
+// reply runs (on the program's hint that it grew), so that a long reply
+// lost with its sandbox leaves most of its work in the store.
+const mirrorDuringReply = 10 * time.Second
+
+// consumedInput returns the input a program consumed: the one named, or,
+// for an event naming none, the oldest input the program was handed.
+func (r *runner) consumedInput(ctx context.Context, id string) (*store.Input, error) {
+	if id != "" {
+		return r.m.st.GetInput(ctx, id)
+	}
+	for _, state := range []string{store.InputDelivered, store.InputAccepted} {
+		ins, err := r.m.st.ListInputs(ctx, r.id, state)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range ins {
+			if r.rt == nil || r.rt.sent[in.ID] {
+				return in, nil
+			}
+		}
+	}
 	return nil, nil
 }
 

@@ -217,7 +217,7 @@ func (r *runner) mirrorNative(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("save native state: %w", err)
 	}
-	r.nativeSize = size
+	r.nativeSize, r.lastMirror = size, time.Now()
 	_, err = r.append(ctx, r.control("native_state.saved", map[string]any{"bytes": size}))
 	return err
 }

@@ -40,8 +40,10 @@ type runner struct {
 	epoch int64
 	rt    *runtime
 	turn  *turn // the reply in progress, if any
-	// nativeSize is how many bytes of native state the store holds.
+	// nativeSize is how many bytes of native state the store holds, as of
+	// lastMirror.
 	nativeSize int64
+	lastMirror time.Time
 	lastActive time.Time
 }
 
@@ -49,6 +51,7 @@ type runner struct {
 type turn struct {
 	id, inputID, messageID string
 	interrupting           bool
+	started                time.Time // zero for a reply recovered from the log
 }
 
 func newRunner(m *Manager, id string) *runner {
@@ -235,6 +238,9 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			r.lastActive = time.Now()
+			if r.turn == nil && r.rt.adapter.Descriptor().SerialInputs && r.undelivered(ctx) {
+				return true, nil // the next input's turn
+			}
 			if !idle.Stop() {
 				select {
 				case <-idle.C:

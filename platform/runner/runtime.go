@@ -161,6 +161,12 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		return fmt.Errorf("start program: %w", err)
 	}
 	rt.rec.CommandID = ex2.ID
+	if len(launch.Stdin) > 0 {
+		if err := ex.WriteStdin(ctx, ex2.ID, bytes.NewReader(launch.Stdin), false); err != nil {
+			rt.model.close()
+			return fmt.Errorf("start program: write its stdin: %w", err)
+		}
+	}
 	recJSON, _ := json.Marshal(rt.rec)
 	if _, err := r.updateSession(ctx, func(s *store.Session) {
 		s.SandboxID, s.Runtime = box.ID, recJSON
@@ -217,6 +223,15 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 		rec.ModelListen = ModelListen // a record from before the address was kept
 	}
 	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{}, rec: rec}
+	// The program has the inputs it acknowledged: sending them again
+	// would run them twice in a program that does not dedupe them.
+	delivered, err := r.m.st.ListInputs(ctx, sess.ID, store.InputDelivered)
+	if err != nil {
+		return fmt.Errorf("list inputs: %w", err)
+	}
+	for _, in := range delivered {
+		rt.sent[in.ID] = true
+	}
 	if err := r.startModel(ctx, rt, prof); err != nil {
 		return err
 	}
@@ -330,11 +345,19 @@ func (r *runner) writeStdin(ctx context.Context, b []byte) error {
 }
 
 // deliver writes every pending input the program has not been sent in
-// this runtime, in order.
+// this runtime, in order; to a program that takes one at a time, the next
+// only once nothing else is in its hands.
 func (r *runner) deliver(ctx context.Context, pending []*store.Input) error {
+	serial := r.rt.adapter.Descriptor().SerialInputs
 	for _, in := range pending {
 		if r.rt.sent[in.ID] {
+			if serial {
+				return nil // the program holds it
+			}
 			continue
+		}
+		if serial && r.turn != nil {
+			return nil
 		}
 		b, err := r.rt.adapter.EncodeInput(engine.Input{ID: in.ID, Content: in.Content, Busy: r.turn != nil})
 		if err != nil {
@@ -345,6 +368,9 @@ func (r *runner) deliver(ctx context.Context, pending []*store.Input) error {
 			return nil // the reader notices a lost runtime
 		}
 		r.rt.sent[in.ID] = true
+		if serial {
+			return nil
+		}
 	}
 	return nil
 }

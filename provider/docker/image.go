@@ -174,3 +174,5 @@ func (p *Provider) HasImage(ctx context.Context, name string) (bool, error) {
 	}
 	return true, nil
 }
+
+var _ sandbox.ImageChecker = (*Provider)(nil)

@@ -243,3 +243,23 @@ func (p *Provider) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// HasImage implements sandbox.ImageChecker: "host" always, any other name
+// when Config.Images resolves it.
+func (p *Provider) HasImage(_ context.Context, name string) (bool, error) {
+	if name == "" || name == "host" {
+		return true, nil
+	}
+	if p.cfg.Images == nil {
+		return false, nil
+	}
+	if _, err := p.cfg.Images(name); err != nil {
+		if sandbox.CodeOf(err) == sandbox.CodeImageNotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+var _ sandbox.ImageChecker = (*Provider)(nil)

@@ -23,9 +23,11 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/provider/process"
@@ -51,6 +53,23 @@ type Options struct {
 	Script []fakemodel.Reply
 	// Store is used instead of a new SQLite store (the caller closes it).
 	Store store.Store
+	// Rootfs, for the native and docker backends, is a root file system
+	// tarball that boxes start from instead of the backend's default
+	// image: imported once per file (into a store kept in the temporary
+	// directory across runs, or the Docker Engine) and named by Env.Image.
+	Rootfs string
+}
+
+// engines is the servers' engine registry: every kind AstraBox ships,
+// those that need an image told to use the Env's when it has one.
+func engines(image string) engine.Registry {
+	r := server.Engines()
+	for kind, ad := range r {
+		if image != "" && ad.Descriptor().Image != "" {
+			r[kind] = engine.WithImage(ad, image)
+		}
+	}
+	return r
 }
 
 // Env is a running test server.
@@ -103,7 +122,11 @@ func New(t testing.TB, o Options) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := native.New(native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t)})
+		cfg := native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t)}
+		if o.Rootfs != "" {
+			cfg.Images, image = nativeImage(t, o.Rootfs)
+		}
+		p, err := native.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,6 +138,9 @@ func New(t testing.TB, o Options) *Env {
 	case "docker":
 		p, img := dockerProvider(t)
 		prov, image = p, img
+		if o.Rootfs != "" {
+			image = dockerImport(t, p, o.Rootfs)
+		}
 	default:
 		t.Fatalf("servertest: unknown backend %q", o.Backend)
 	}
@@ -140,7 +166,7 @@ func (e *Env) Start() {
 		return // attached
 	}
 	srv, err := server.New(server.Config{Store: e.Store, Backends: map[string]sandbox.Provider{e.Backend: e.Prov},
-		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring,
+		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring, Engines: engines(e.Image),
 		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Logger: logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -217,11 +243,17 @@ func (e *Env) Must(want int, method, path string, body, out any, hdr ...string) 
 }
 
 // Agent stores RuntimeProfile "test" on the Env's backend with the fake
-// model (profile adds or overrides fields) and an Agent on it with
-// permission mode mode; it returns the agent id.
+// model (profile adds or overrides fields) and an Agent of the built-in
+// engine kind on it with permission mode mode; it returns the agent id.
 func (e *Env) Agent(mode string, profile map[string]any) string {
 	e.t.Helper()
-	p := map[string]any{"backend": e.Backend, "engine_kinds": []string{"astrabox"},
+	return e.AgentOf("astrabox", mode, profile)
+}
+
+// AgentOf is Agent for an Agent of engine kind kind.
+func (e *Env) AgentOf(kind, mode string, profile map[string]any) string {
+	e.t.Helper()
+	p := map[string]any{"backend": e.Backend, "engine_kinds": []string{kind},
 		"model": map[string]any{"base_url": e.Model.URL(), "api_key": ModelKey, "models": []string{"fake-1"}}}
 	if e.Image != "" {
 		p["image"] = e.Image
@@ -233,7 +265,7 @@ func (e *Env) Agent(mode string, profile map[string]any) string {
 	var a struct {
 		ID string `json:"agent_id"`
 	}
-	e.Must(201, "POST", "/api/v1/agents", map[string]any{"name": "coder", "engine_kind": "astrabox", "runtime_profile": "test",
+	e.Must(201, "POST", "/api/v1/agents", map[string]any{"name": "coder", "engine_kind": kind, "runtime_profile": "test",
 		"model": "fake-1", "permission_mode": mode, "instructions": "Be brief."}, &a)
 	return a.ID
 }
@@ -304,12 +336,24 @@ func dockerProvider(t testing.TB) (*docker.Provider, string) {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	fi, err := os.Stat(rootfs)
+	return p, dockerImport(t, p, rootfs)
+}
+
+// fileTag names a file's current content cheaply: a hash of its path,
+// size and modification time.
+func fileTag(t testing.TB, path string) string {
+	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d", rootfs, fi.Size(), fi.ModTime().UnixNano()))
-	name := "astrabox-test/rootfs:" + hex.EncodeToString(sum[:6])
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %d %d", path, fi.Size(), fi.ModTime().UnixNano()))
+	return hex.EncodeToString(sum[:6])
+}
+
+// dockerImport loads a rootfs tarball into the engine under a tag derived
+// from the file, unless an earlier run did, and returns the image name.
+func dockerImport(t testing.TB, p *docker.Provider, rootfs string) string {
+	name := "astrabox-test/rootfs:" + fileTag(t, rootfs)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if ok, err := p.HasImage(ctx, name); err != nil {
@@ -324,5 +368,26 @@ func dockerProvider(t testing.TB) (*docker.Provider, string) {
 			t.Fatalf("import %s: %v", rootfs, err)
 		}
 	}
-	return p, name
+	return name
+}
+
+// nativeImage imports a rootfs tarball into an image store kept in the
+// temporary directory under a name derived from the file, unless an
+// earlier run did; it returns the store's resolver and the image name.
+func nativeImage(t testing.TB, rootfs string) (func(string) (string, error), string) {
+	st, err := image.Open(filepath.Join(os.TempDir(), "astrabox-test-images"), logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "rootfs-" + fileTag(t, rootfs)
+	if _, err := st.Resolve(name); sandbox.CodeOf(err) == sandbox.CodeImageNotFound {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if _, err := st.Import(ctx, name, rootfs, image.ImportOptions{}); err != nil && sandbox.CodeOf(err) != sandbox.CodeAlreadyExists {
+			t.Fatalf("import %s: %v", rootfs, err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return st.Resolve, name
 }
