@@ -25,6 +25,8 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 			return runBenchExecd(ctx, args[1:], stdio)
 		case "platform":
 			return runBenchPlatform(ctx, args[1:], stdio, env)
+		case "replicas":
+			return runBenchReplicas(ctx, args[1:], stdio, env)
 		}
 	}
 	return runBenchSuite(ctx, args, stdio, env)
@@ -70,13 +72,56 @@ func runBenchPlatform(ctx context.Context, args []string, stdio IO, env Env) err
 	return nil
 }
 
+// runBenchReplicas is `astrabox bench replicas`: takeover and
+// notification across two `astrabox serve` replicas on PostgreSQL.
+func runBenchReplicas(ctx context.Context, args []string, stdio IO, env Env) error {
+	fs := flag.NewFlagSet("bench replicas", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	postgres := fs.String("postgres", "", "DSN of the PostgreSQL server the replicas share (default $ASTRABOX_TEST_POSTGRES)")
+	takeovers := fs.Int("takeovers", 5, "kill -9 takeovers measured")
+	n := fs.Int("n", 20, "samples of each notification latency")
+	lease := fs.Int("lease", 2, "the replicas' Session lease (and sweep interval) in seconds")
+	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dsn := cmp.Or(*postgres, env("ASTRABOX_TEST_POSTGRES"))
+	if dsn == "" {
+		return fmt.Errorf("bench replicas: a PostgreSQL DSN is needed (--postgres or $ASTRABOX_TEST_POSTGRES)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate the astrabox binary: %w", err)
+	}
+	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o711); err != nil { // traversable by the users boxes run as
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	rep, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Binary: exe, Dir: scratch, Postgres: dsn, Takeovers: max(*takeovers, 1),
+		N: max(*n, 1), Lease: max(*lease, 1), Progress: stdio.Stderr})
+	if len(rep.Rows) > 0 { // also after a failure: what was measured
+		rep.WriteTable(stdio.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		return rep.WriteJSON(*jsonOut)
+	}
+	return nil
+}
+
 // runBenchSuite is `astrabox bench`: every scenario on every named
 // backend and on the process harness, in one run.
 func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd|platform [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
+		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd|platform|replicas [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
 		fs.PrintDefaults()
 	}
 	backends := fs.String("backends", "native", "backends to measure, comma-separated (the process harness is always measured, as the floor)")

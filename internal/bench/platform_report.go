@@ -86,8 +86,11 @@ func thousands(v float64) string {
 	return s
 }
 
-// PlatformReport is the outcome of `astrabox bench platform`.
+// PlatformReport is the outcome of `astrabox bench platform` (and of
+// `astrabox bench replicas`, in the same form).
 type PlatformReport struct {
+	// Title heads the table (default "astrabox bench platform").
+	Title   string    `json:"title,omitempty"`
 	Date    time.Time `json:"date"`
 	Machine string    `json:"machine"`
 	// Settings echoes the configuration the figures come from.
@@ -100,7 +103,11 @@ type PlatformReport struct {
 // WriteTable prints the report as one Markdown table (times in ms) with
 // its notes below.
 func (r PlatformReport) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "\nastrabox bench platform (%s; %s; %s)\n\n", r.Date.Format("2006-01-02 15:04 MST"), r.Machine, r.Settings)
+	title := r.Title
+	if title == "" {
+		title = "astrabox bench platform"
+	}
+	fmt.Fprintf(w, "\n%s (%s; %s; %s)\n\n", title, r.Date.Format("2006-01-02 15:04 MST"), r.Machine, r.Settings)
 	rows := [][]string{{"scenario", "backend", "n", "p50", "p99", "mean", "reference", "ref p50 / p99 / mean",
 		"added p50 / p99", "frames/s", "aim", "notes"}}
 	f := func(v float64) string { return fmt.Sprintf("%.2f", v) }

@@ -218,6 +218,15 @@ func engineReconciler(t *testing.T, reps []*serveProcess, among []int) int {
 // key and Docker owner), with short reconcile and Session lease periods.
 func startReplicas(t *testing.T, ctx context.Context, n int) []*serveProcess {
 	t.Helper()
+	return startReplicasVia(t, ctx, n, nil)
+}
+
+// startReplicasVia is startReplicas with the DSN replica i is given
+// passed through via(i, dsn) first (nil: every replica gets the scratch
+// database's own), so that a test can route one replica's database
+// traffic through a relay it controls.
+func startReplicasVia(t *testing.T, ctx context.Context, n int, via func(i int, dsn string) string) []*serveProcess {
+	t.Helper()
 	testenv.NeedRoot(t)
 	testenv.NeedDocker(t)
 	dsn := os.Getenv("ASTRABOX_TEST_POSTGRES")
@@ -235,7 +244,11 @@ func startReplicas(t *testing.T, ctx context.Context, n int) []*serveProcess {
 		"replicas": map[string]any{"reconcileInterval": reconcileEvery, "sessionLease": sessionLease}})
 	var reps []*serveProcess
 	for i := 0; i < n; i++ {
-		p := newServeProcess(t, "--database", scratch, "--backends", "native,docker")
+		dsn := scratch
+		if via != nil {
+			dsn = via(i, dsn)
+		}
+		p := newServeProcess(t, "--database", dsn, "--backends", "native,docker")
 		cfgFile := filepath.Join(p.dataDir, "config.json")
 		if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
 			t.Fatal(err)

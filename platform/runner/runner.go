@@ -83,6 +83,14 @@ func (r *runner) run() {
 	lease, err := r.m.st.AcquireLease(r.ctx, r.id, r.m.cfg.Holder, r.m.cfg.LeaseTTL)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
+			// A live replica holds the Session and was told of the work
+			// itself: the wake that started this runner is spent, or the
+			// manager would start another at once, and another, for as
+			// long as the holder lives. A holder that dies is the sweep's.
+			select {
+			case <-r.wake:
+			default:
+			}
 			r.log.Debug("session held elsewhere", "err", err)
 		} else if r.ctx.Err() == nil {
 			r.log.Warn("acquire session lease", "err", err)
@@ -108,7 +116,12 @@ func (r *runner) run() {
 	for {
 		more, err := r.step()
 		if err != nil {
-			if r.ctx.Err() == nil && !errors.Is(err, store.ErrFenced) {
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				// A write refused by the epoch: another replica holds the
+				// Session now (this one was frozen or cut off meanwhile).
+				r.log.Info("session lease lost to another holder; write refused, runner stopped", "epoch", r.epoch)
+			case r.ctx.Err() == nil:
 				r.log.Warn("session runner stopped", "err", err)
 			}
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/astrabox/astrabox/store/migrate"
@@ -33,3 +34,8 @@ func MigrateTo(ctx context.Context, dsn string, version int) error {
 	}
 	return applyMigrations(ctx, pool, upTo)
 }
+
+// Begin opens a transaction on one of the Store's own connections, with
+// the settings Open gave them: a test leaves it idle, as a frozen replica
+// would.
+func (s *Store) Begin(ctx context.Context) (pgx.Tx, error) { return s.pool.Begin(ctx) }

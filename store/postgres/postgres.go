@@ -13,7 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,6 +48,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	boundIdleTransactions(cfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -58,6 +62,30 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	return &Store{pool: pool}, nil
+}
+
+// IdleTransactionTimeout is how long the server lets one of the Store's
+// connections sit idle inside a transaction before it ends the session,
+// rolling the transaction back (idle_in_transaction_session_timeout). A
+// replica frozen or cut off between two statements of a transaction (say,
+// after an Append's fenced update of a stream's row, before its commit)
+// would otherwise hold that row's lock for as long as its TCP connection
+// looks alive, and the replica taking its Sessions over would wait on the
+// lock forever. Every transaction here is a few statements with nothing
+// slow between them, so this is far above what a live replica needs, and
+// below the default Session lease (10 s) so that a takeover stays within
+// two lease periods. A DSN that sets the parameter itself (as a runtime
+// parameter or in options) keeps its own value.
+const IdleTransactionTimeout = 5 * time.Second
+
+// boundIdleTransactions sets idle_in_transaction_session_timeout in
+// params unless the DSN set it.
+func boundIdleTransactions(params map[string]string) {
+	const name = "idle_in_transaction_session_timeout"
+	if _, ok := params[name]; ok || strings.Contains(params["options"], name) {
+		return
+	}
+	params[name] = strconv.FormatInt(IdleTransactionTimeout.Milliseconds(), 10)
 }
 
 // Ping checks the database answers.
