@@ -42,6 +42,7 @@ func runBenchPlatform(ctx context.Context, args []string, stdio IO, env Env) err
 	n := fs.Int("n", 20, "samples of each first-token and resume latency")
 	followers := fs.Int("followers", 100, "clients following one Session at once")
 	postgres := fs.String("postgres", "", "DSN of a PostgreSQL server for the append rows (default $ASTRABOX_TEST_POSTGRES; none: left out)")
+	piRootfs := fs.String("pi-rootfs", "", "the pi image's rootfs tarball for pi's rows on native (default $ASTRABOX_TEST_PI_ROOTFS; make dist/pi-rootfs.tar.gz; none: left out)")
 	jsonOut := fs.String("json", "", "also write the results to this JSON file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,7 +60,8 @@ func runBenchPlatform(ctx context.Context, args []string, stdio IO, env Env) err
 		return fmt.Errorf("scratch dir: %w", err)
 	}
 	rep, err := bench.RunPlatform(ctx, bench.PlatformConfig{Backends: strings.Split(*backends, ","), Binary: exe, Dir: scratch,
-		N: max(*n, 1), Followers: max(*followers, 1), Postgres: cmp.Or(*postgres, env("ASTRABOX_TEST_POSTGRES")), Progress: stdio.Stderr})
+		N: max(*n, 1), Followers: max(*followers, 1), Postgres: cmp.Or(*postgres, env("ASTRABOX_TEST_POSTGRES")),
+		PiRootfs: cmp.Or(*piRootfs, env("ASTRABOX_TEST_PI_ROOTFS")), Progress: stdio.Stderr})
 	if len(rep.Rows) > 0 { // also after a failure: what was measured
 		rep.WriteTable(stdio.Stdout)
 	}

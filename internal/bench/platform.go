@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,11 @@ type PlatformConfig struct {
 	// Postgres is the DSN of a PostgreSQL server for the append rows; ""
 	// leaves them out with a note.
 	Postgres string
+	// PiRootfs is the pi image's rootfs tarball (make
+	// dist/pi-rootfs.tar.gz): with it, the native backend's rows include
+	// pi's first token beside the built-in agent's; "" leaves them out
+	// with a note.
+	PiRootfs string
 	// Progress receives a line per step.
 	Progress io.Writer
 	// Logger receives the in-process server's logs (default: none).
@@ -100,6 +106,12 @@ func RunPlatform(ctx context.Context, cfg PlatformConfig) (PlatformReport, error
 		return rep, err
 	}
 	defer model.close()
+	switch {
+	case cfg.PiRootfs == "":
+		rep.Notes = append(rep.Notes, "pi rows left out: no pi image (--pi-rootfs or $ASTRABOX_TEST_PI_ROOTFS; make dist/pi-rootfs.tar.gz)")
+	case !slices.Contains(cfg.Backends, "native"):
+		rep.Notes = append(rep.Notes, "pi rows left out: they run on the native backend (--backends process,native)")
+	}
 	for _, backend := range cfg.Backends {
 		backend = strings.TrimSpace(backend)
 		rows, err := runBackend(ctx, cfg, backend, model, progress)
@@ -149,6 +161,14 @@ func runBackend(ctx context.Context, cfg PlatformConfig, backend string, model *
 	rows, err := env.measureFirstToken(ctx, cfg.N, cfg.PoolSize)
 	if err != nil {
 		return rows, err
+	}
+	if env.piAgent != "" {
+		progress("%s: pi's first token, %d samples each of a warm Session and a cold one", backend, cfg.N)
+		pi, err := env.measurePi(ctx, cfg.N)
+		rows = append(rows, pi...)
+		if err != nil {
+			return rows, fmt.Errorf("pi: %w", err)
+		}
 	}
 	progress("%s: %d followers of one Session, %d replies", backend, cfg.Followers, cfg.FollowRounds)
 	sid, err := env.newSession(ctx, env.coldAgent)

@@ -48,7 +48,10 @@ type platformEnv struct {
 	commits   *commitLog
 	coldAgent string
 	poolAgent string
-	close     func()
+	// piAgent is an Agent of engine kind pi on a profile without a pool
+	// ("" when the bench has no pi image).
+	piAgent string
+	close   func()
 }
 
 // startPlatform builds and starts the server of backend with its state
@@ -72,7 +75,13 @@ func startPlatform(ctx context.Context, cfg PlatformConfig, backend, dir string,
 		return nil, err
 	}
 	closers = append(closers, func() { _ = st.Close() })
-	prov, err := benchProvider(backend, cfg.Binary, dir, cfg.Logger)
+	var images func(string) (string, error)
+	if cfg.PiRootfs != "" && backend == "native" {
+		if images, err = importPi(ctx, cfg.PiRootfs, filepath.Join(dir, "images"), cfg.Logger); err != nil {
+			return fail(err)
+		}
+	}
+	prov, err := benchProvider(backend, cfg.Binary, dir, images, cfg.Logger)
 	if err != nil {
 		return fail(err)
 	}
@@ -126,11 +135,17 @@ func startPlatform(ctx context.Context, cfg PlatformConfig, backend, dir string,
 	if e.poolAgent, err = e.setup(ctx, poolProfile, cfg.PoolSize); err != nil {
 		return fail(err)
 	}
+	if images != nil {
+		if e.piAgent, err = e.setupPi(ctx); err != nil {
+			return fail(err)
+		}
+	}
 	return e, nil
 }
 
 // benchProvider makes the named backend with its state under dir.
-func benchProvider(backend, binary, dir string, log *slog.Logger) (sandbox.Provider, error) {
+// images, for native, resolves image names other than host (nil: none).
+func benchProvider(backend, binary, dir string, images func(string) (string, error), log *slog.Logger) (sandbox.Provider, error) {
 	switch backend {
 	case "process":
 		p, err := process.New(process.Config{Dir: filepath.Join(dir, "boxes"), Command: []string{binary}})
@@ -140,7 +155,7 @@ func benchProvider(backend, binary, dir string, log *slog.Logger) (sandbox.Provi
 		return p, nil
 	case "native":
 		p, err := native.New(native.Config{DataDir: filepath.Join(dir, "native"), Binary: binary,
-			CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Logger: log})
+			CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Images: images, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("bench: native backend: %w", err)
 		}

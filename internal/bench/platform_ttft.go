@@ -29,7 +29,7 @@ const runtimeTimeout = 2 * time.Minute
 // afterwards.
 func (e *platformEnv) measureFirstToken(ctx context.Context, n, poolSize int) ([]PlatformRow, error) {
 	var rows []PlatformRow
-	row, err := e.warmFirstToken(ctx, n)
+	row, err := e.warmFirstToken(ctx, n, e.coldAgent)
 	if err != nil {
 		return nil, fmt.Errorf("warm Session: %w", err)
 	}
@@ -63,10 +63,11 @@ func (e *platformEnv) measureFirstToken(ctx context.Context, n, poolSize int) ([
 	return rows, nil
 }
 
-// warmFirstToken is the warm-Session row: one Session whose runtime is up
-// and has answered once, then n replies, each after the previous ended.
-func (e *platformEnv) warmFirstToken(ctx context.Context, n int) (PlatformRow, error) {
-	sid, err := e.newSession(ctx, e.coldAgent)
+// warmFirstToken is the warm-Session row: one Session of agentID whose
+// runtime is up and has answered once, then n replies, each after the
+// previous ended.
+func (e *platformEnv) warmFirstToken(ctx context.Context, n int, agentID string) (PlatformRow, error) {
+	sid, err := e.newSession(ctx, agentID)
 	if err != nil {
 		return PlatformRow{}, err
 	}
