@@ -16,9 +16,23 @@ RUN_FLAGS    ?=
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The web console (console/, Vite + React) is built into internal/console/ui/app,
+# which the binary embeds. Without npm, `make build` and `go build` skip it and
+# the server's / says how to build it.
+CONSOLE     := $(if $(shell command -v npm 2>/dev/null),console)
+CONSOLE_OUT := internal/console/ui/app/index.html
+CONSOLE_SRC := $(shell find console/src console/public -type f 2>/dev/null) console/index.html \
+	console/package.json console/package-lock.json console/vite.config.ts console/tsconfig.json
+
 .PHONY: build
-build: ## build the static astrabox binary into bin/
+build: $(CONSOLE) ## build the static astrabox binary into bin/ (with the web console when npm is installed)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/astrabox
+
+.PHONY: console
+console: $(CONSOLE_OUT) ## build the web console (needs node and npm; make build runs it when npm is there)
+
+$(CONSOLE_OUT): $(CONSOLE_SRC)
+	cd console && npm ci --no-audit --no-fund && npm run build
 
 .PHONY: run
 run: build ## start AstraBox: the server on 127.0.0.1:8080 with native sandboxes (needs root)

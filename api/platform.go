@@ -18,6 +18,7 @@ func (s *Server) platformRoutes() {
 	s.handle("GET /api/v1/runtime-profiles/{name}", s.getRuntimeProfile)
 	s.handle("PUT /api/v1/runtime-profiles/{name}", s.putRuntimeProfile)
 	s.handle("DELETE /api/v1/runtime-profiles/{name}", s.deleteRuntimeProfile)
+	s.handle("POST /api/v1/runtime-profiles/{name}/test-model", s.testModel)
 	s.handle("GET /api/v1/agents", s.listAgents)
 	s.handle("POST /api/v1/agents", s.createAgent)
 	s.handle("GET /api/v1/agents/{id}", s.getAgent)

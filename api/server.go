@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/console"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
@@ -51,6 +52,9 @@ type Config struct {
 	Holder string
 	// Platform serves the agent platform's /api/v1 routes (none when nil).
 	Platform *platform.Service
+	// Console serves the web console: GET / and everything under
+	// console.AssetPrefix (default: the embedded console).
+	Console http.Handler
 }
 
 // Server is the API's http.Handler.
@@ -84,6 +88,9 @@ func New(cfg Config) *Server {
 	}
 	if len(cfg.OpenAPI) == 0 {
 		cfg.OpenAPI = OpenAPI
+	}
+	if cfg.Console == nil {
+		cfg.Console = console.Handler()
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, plat: cfg.Platform, log: cfg.Logger, mux: http.NewServeMux()}
 	s.transport = s.newProxyTransport()
@@ -134,6 +141,9 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.cfg.OpenAPI)
 	})
+	// The web console: its page at / only, its assets under their prefix.
+	s.mux.Handle("GET /{$}", s.cfg.Console)
+	s.mux.Handle("GET "+console.AssetPrefix, s.cfg.Console)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -1,0 +1,309 @@
+// Package console_test runs the web console's end-to-end suite
+// (e2e/console.test.mjs) in a real headless Chromium against a whole
+// AstraBox server: native sandboxes (root) and the scripted fake model.
+// It installs the pinned npm packages (npm ci), builds the console into a
+// temporary directory and serves that build in front of the server's API,
+// so it tests the source as it is, whatever the binary embeds. Node's TAP
+// summary must count every test passed; the screenshots stay in
+// CONSOLE_SCREENSHOTS (default: test-results/ here).
+//
+// It needs root, node, npm and chromium; outside CI it skips without them.
+package console_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/internal/console"
+	"github.com/astrabox/astrabox/internal/fakemodel"
+	"github.com/astrabox/astrabox/internal/server/servertest"
+	"github.com/astrabox/astrabox/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// nodeTests is how many tests e2e/console.test.mjs holds.
+const nodeTests = 9
+
+// What the browser sends and what the fake model answers to each.
+const (
+	toolInput    = "Run `" + toolCommand + "` and tell me what it printed."
+	holdInput    = "How does a reply survive a reload?"
+	approveInput = "Run `" + approveCommand + "`, please."
+
+	toolCommand    = "echo console-tool-output"
+	toolOutput     = "console-tool-output"
+	toolText       = "The command printed **console-tool-output**, as asked."
+	holdText       = "Streaming resumes after the reload and carries on to the end."
+	holdFirst      = "Streamin" // what the fake model sends before it holds: its first piece of 8 runes
+	approveCommand = "echo approved-output"
+	approveOutput  = "approved-output"
+	approveText    = "The approved command ran."
+)
+
+// script routes every model request by the conversation's last user
+// message: an input that asks for a command first calls the shell tool
+// and, with the tool's result, answers in text. The held reply stops after its first piece
+// until gate is closed.
+func script(gate <-chan struct{}) []fakemodel.Reply {
+	route := fakemodel.Func(func(req fakemodel.Request) fakemodel.Reply {
+		afterTool := req.Last().Role == "tool"
+		var last string
+		for _, m := range req.Body.Messages {
+			if m.Role == "user" {
+				last = m.Content
+			}
+		}
+		switch {
+		case last == toolInput && !afterTool:
+			return fakemodel.Call("shell", map[string]any{"command": toolCommand})
+		case last == toolInput:
+			return fakemodel.Text(toolText).WithReasoning("The user wants the command run; it ran.")
+		case last == holdInput:
+			return fakemodel.Text(holdText).HoldUntil(gate)
+		case last == approveInput && !afterTool:
+			return fakemodel.Call("shell", map[string]any{"command": approveCommand})
+		case last == approveInput:
+			return fakemodel.Text(approveText)
+		}
+		return fakemodel.Text("OK")
+	})
+	return slices.Repeat([]fakemodel.Reply{route}, 50)
+}
+
+// TestConsoleUnits runs the components' and modules' unit tests (vitest,
+// in jsdom).
+func TestConsoleUnits(t *testing.T) {
+	pkgDir, ctx := install(t)
+	npm(ctx, t, pkgDir, "test")
+}
+
+// TestConsoleInChromium signs in, chats (a tool call, a reply resumed after
+// a reload, an approval), checks a model endpoint, runs a command in a
+// terminal and moves a file in and out, in Chromium.
+func TestConsoleInChromium(t *testing.T) {
+	testenv.NeedRoot(t)
+	chromium := findChromium()
+	testenv.Need(t, chromium != "", "chromium (apt-get install chromium)")
+	pkgDir, ctx := install(t)
+	build := t.TempDir()
+	npm(ctx, t, pkgDir, "run", "build", "--", "--outDir", build, "--emptyOutDir", "--logLevel", "warn")
+
+	gate := make(chan struct{})
+	var release sync.Once
+	releaseGate := func() { release.Do(func() { close(gate) }) }
+	t.Cleanup(releaseGate)
+	env := servertest.New(t, servertest.Options{Backend: "native", Script: script(gate)})
+	env.Agent("auto", nil) // "coder" on profile "test"
+	env.Must(201, "POST", "/api/v1/agents", map[string]any{"name": "careful", "engine_kind": "astrabox", "runtime_profile": "test",
+		"model": "fake-1", "permission_mode": "ask", "instructions": "Ask before running anything."}, nil)
+
+	// The fresh build in front of the server's API, as api.Server mounts
+	// the embedded one.
+	ui := console.New(os.DirFS(build))
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET "+console.AssetPrefix, ui)
+	mux.Handle("/", proxyTo(t, env.URL))
+	site := httptest.NewServer(mux)
+	t.Cleanup(site.Close)
+
+	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/release" {
+			http.NotFound(w, r)
+			return
+		}
+		releaseGate()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(ctl.Close)
+
+	shots := os.Getenv("CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(pkgDir, "test-results")
+	}
+	runNode(ctx, t, pkgDir, map[string]string{
+		"CONSOLE_URL":    site.URL,
+		"API_KEY":        servertest.Key,
+		"CHROMIUM":       chromium,
+		"RELEASE_URL":    ctl.URL + "/release",
+		"SCREENSHOT_DIR": shots,
+		"TOOL_INPUT":     toolInput,
+		"TOOL_OUTPUT":    toolOutput,
+		"TOOL_TEXT":      strings.ReplaceAll(toolText, "**", ""),
+		"HOLD_INPUT":     holdInput,
+		"HOLD_FIRST":     holdFirst,
+		"HOLD_TEXT":      holdText,
+		"APPROVE_INPUT":  approveInput,
+		"APPROVE_OUTPUT": approveOutput,
+		"APPROVE_TEXT":   approveText,
+		"NO_COLOR":       "1",
+	})
+	t.Logf("screenshots in %s", shots)
+
+	// What the browser showed is what the server recorded: each input once.
+	inputs := map[string]int{}
+	for _, req := range env.Model.Requests() {
+		if req.Last().Role == "user" {
+			inputs[req.Last().Content]++
+		}
+	}
+	for _, in := range []string{toolInput, holdInput, approveInput} {
+		if n := inputs[in]; n != 1 {
+			t.Errorf("the model was asked %d times to answer %q, want once", n, in)
+		}
+	}
+}
+
+// proxyTo forwards to the server at base, streaming (SSE) and upgrading
+// (WebSocket) as the server itself would answer.
+func proxyTo(t *testing.T, base string) http.Handler {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	// A stream the browser leaves (a reload, a closed terminal) is no error.
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if r.Context().Err() == nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
+	}
+	return rp
+}
+
+var (
+	installOnce sync.Once
+	installErr  error
+)
+
+// install installs the pinned npm packages once per test binary (npm ci)
+// and returns the package's directory and a context bounded by the test's
+// deadline.
+func install(t *testing.T) (string, context.Context) {
+	t.Helper()
+	testenv.NeedCommand(t, "node")
+	testenv.NeedCommand(t, "npm")
+	pkgDir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
+	t.Cleanup(cancel)
+	installOnce.Do(func() {
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = pkgDir
+		cmd.WaitDelay = 10 * time.Second
+		if out, err := cmd.CombinedOutput(); err != nil {
+			installErr = fmt.Errorf("npm ci: %w\n%s", err, out)
+		}
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
+	}
+	return pkgDir, ctx
+}
+
+// findChromium returns the system's Chromium, or "" when there is none.
+func findChromium() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// testTimeout leaves a minute of the test binary's deadline for cleanup.
+func testTimeout(t *testing.T) time.Duration {
+	d := 10 * time.Minute
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl) - time.Minute; left < d {
+			d = left
+		}
+	}
+	return d
+}
+
+func npm(ctx context.Context, t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "npm", args...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 10 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// tapSummary matches the counters node's TAP reporter ends with.
+var tapSummary = regexp.MustCompile(`(?m)^# (tests|pass|fail|cancelled|skipped|todo) (\d+)$`)
+
+// runNode runs the suite with node --test and the TAP reporter, with vars
+// added to the environment. It fails the test, showing node's output,
+// unless node exits 0 and its summary counts nodeTests passed and nothing
+// else.
+func runNode(ctx context.Context, t *testing.T, dir string, vars map[string]string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=tap", "e2e/console.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	err := cmd.Run()
+	counts := map[string]int{}
+	for _, m := range tapSummary.FindAllStringSubmatch(out.String(), -1) {
+		counts[m[1]], _ = strconv.Atoi(m[2])
+	}
+	want := map[string]int{"tests": nodeTests, "pass": nodeTests, "fail": 0, "cancelled": 0, "skipped": 0, "todo": 0}
+	var bad []string
+	for k, v := range want {
+		if counts[k] != v {
+			bad = append(bad, fmt.Sprintf("%s %d (want %d)", k, counts[k], v))
+		}
+	}
+	slices.Sort(bad)
+	if err != nil || len(bad) > 0 {
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("node --test: %v\n%s", err, indent(out.String()))
+		}
+		t.Fatalf("node --test e2e/console.test.mjs: %v, summary %v; its output:\n%s", err, bad, indent(out.String()))
+	}
+	t.Logf("node --test e2e/console.test.mjs passed %d tests:\n%s", nodeTests, indent(out.String()))
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		b.WriteString("    " + sc.Text() + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,158 @@
+// Wire shapes of the AstraBox API the console reads (api/openapi.yaml,
+// api/wire, platform/): only the fields it uses.
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+export type SandboxState =
+  | "Pending"
+  | "Running"
+  | "Pausing"
+  | "Paused"
+  | "Resuming"
+  | "Stopping"
+  | "Terminated"
+  | "Failed";
+
+export interface Sandbox {
+  id: string;
+  image?: { uri: string };
+  status: { state: SandboxState; reason?: string; message?: string; lastTransitionAt: string };
+  metadata?: Record<string, string>;
+  entrypoint: string[];
+  expiresAt?: string;
+  createdAt: string;
+  backend?: string;
+  profile?: string;
+  idleTimeout?: number;
+}
+
+export interface SandboxList {
+  items: Sandbox[];
+  pagination: { page: number; pageSize: number; totalItems: number; totalPages: number; hasNextPage: boolean };
+}
+
+export interface CreateSandboxRequest {
+  timeout: number | null;
+  image?: { uri: string };
+  entrypoint?: string[];
+  extensions?: Record<string, string>;
+  metadata?: Record<string, string>;
+}
+
+/** One state transition of GET /v1/sandboxes/{id}/events. */
+export interface StateEvent {
+  seq: number;
+  sandboxId: string;
+  state: SandboxState;
+  reason?: string;
+  at: string;
+}
+
+export interface Endpoint {
+  endpoint: string;
+  headers?: Record<string, string>;
+  expiresAt?: string;
+}
+
+export interface ModelEndpoint {
+  base_url: string;
+  api?: string;
+  api_key?: string; // write-only
+  models?: string[];
+}
+
+export interface RuntimeProfile {
+  name: string;
+  backend?: string;
+  image?: string;
+  resources?: { milliCpu?: number; memoryBytes?: number; pids?: number; diskBytes?: number };
+  network?: string;
+  timeout?: number;
+  idleTimeout?: number;
+  entrypoint?: string[];
+  poolSize?: number;
+  engine_kinds?: string[];
+  model?: ModelEndpoint;
+  version?: number;
+  api_key_set?: boolean;
+}
+
+export interface ModelCheck {
+  ok: boolean;
+  model: string;
+  status: number;
+  latency_ms: number;
+  message?: string;
+}
+
+export interface Agent {
+  agent_id: string;
+  name: string;
+  engine_kind: string;
+  runtime_profile: string;
+  model: string;
+  instructions: string;
+  permission_mode: "auto" | "ask" | string;
+  tools: string[];
+  version: number;
+  created_at?: string;
+}
+
+export type AgentRequest = Omit<Agent, "agent_id" | "version" | "created_at" | "tools"> & {
+  tools?: string[];
+  version?: number;
+};
+
+export type SessionState =
+  | "CREATING"
+  | "READY"
+  | "BUSY"
+  | "INTERRUPTING"
+  | "RECOVERY_REQUIRED"
+  | "TERMINATED"
+  | "DELETED";
+
+/** An approval or question a reply waits on (engine.Interaction). */
+export interface Interaction {
+  interaction_id: string;
+  kind: "approval" | "question" | string;
+  tool_call_id?: string;
+  tool_name?: string;
+  input?: unknown;
+  questions?: string[];
+}
+
+export interface Session {
+  session_id: string;
+  agent_id: string;
+  engine_kind: string;
+  state: SessionState;
+  title: string;
+  current_turn_id: string | null;
+  last_seq: number;
+  pending_interaction: Interaction | null;
+  pending_inputs: { input_id: string; turn_id: string; seq: number; state: string }[] | null;
+  sandbox_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Receipt {
+  input_id: string;
+  turn_id: string;
+  client_message_id: string;
+  seq: number;
+  state: string;
+}
+
+/** A directory entry of execd's GET /directories/list. */
+export interface FileInfo {
+  path: string;
+  type: "file" | "directory" | "symlink" | "other";
+  size: number;
+  modified_at: string;
+  mode: number;
+}

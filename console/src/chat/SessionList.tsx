@@ -1,0 +1,85 @@
+// The Sessions of one Agent, newest first, and a button to start one.
+import { useEffect, useState } from "react";
+import { useClient } from "../auth";
+import { errorText } from "../api/client";
+import { useAsync } from "../ui/useAsync";
+import { Empty, ErrorBanner, Loading } from "../ui/states";
+import { relativeTime } from "../ui/format";
+import { href, navigate } from "../router";
+import type { Session } from "../api/types";
+import { sessionEvent } from "./useSession";
+
+/** How often the list is read again (states, new Sessions). */
+const refreshEvery = 5000;
+
+interface Props {
+  agentId: string;
+  sessionId: string | undefined;
+}
+
+export function SessionList({ agentId, sessionId }: Props) {
+  const client = useClient();
+  const list = useAsync(() => client.sessions(agentId), [client, agentId]);
+  const { reload } = list;
+  useEffect(() => {
+    const t = setInterval(() => void reload(), refreshEvery);
+    return () => clearInterval(t);
+  }, [reload]);
+  const [fresh, setFresh] = useState<Record<string, Session>>({});
+  useEffect(() => {
+    const on = (e: Event) => {
+      const s = (e as CustomEvent<Session>).detail;
+      setFresh((m) => ({ ...m, [s.session_id]: s }));
+    };
+    window.addEventListener(sessionEvent, on);
+    return () => window.removeEventListener(sessionEvent, on);
+  }, []);
+  const [creating, setCreating] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const start = async () => {
+    setCreating(true);
+    setError(null);
+    try {
+      const s = await client.createSession(agentId, `Chat ${new Date().toLocaleString()}`);
+      await list.reload();
+      navigate("chat", agentId, s.session_id);
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setCreating(false);
+    }
+  };
+  const sessions = (list.data?.items ?? [])
+    .map((s) => (fresh[s.session_id]?.updated_at ?? "") >= s.updated_at ? fresh[s.session_id] : s)
+    .filter((s) => s.state !== "DELETED")
+    .sort((a, b) => b.updated_at.localeCompare(a.updated_at));
+  return (
+    <div className="session-list">
+      <button className="primary wide" onClick={() => void start()} disabled={creating}>
+        {creating ? "Starting…" : "New session"}
+      </button>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+      {list.error !== undefined && <ErrorBanner error={list.error} onRetry={list.reload} />}
+      {list.loading && !list.data && <Loading />}
+      {list.data && sessions.length === 0 && <Empty title="No sessions yet" />}
+      <nav aria-label="Sessions">
+        <ul>
+          {sessions.map((s) => (
+            <li key={s.session_id}>
+              <a href={href("chat", agentId, s.session_id)} aria-current={s.session_id === sessionId ? "page" : undefined}>
+                <span className="session-title">{s.title || s.session_id}</span>
+                <span className="muted small">
+                  {s.state.toLowerCase()} · {relativeTime(s.updated_at)}
+                </span>
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+    </div>
+  );
+}

@@ -1,0 +1,74 @@
+// Sandboxes: the live list with its actions and the create form, or one
+// sandbox's page.
+import { useClient } from "../auth";
+import { useAsync } from "../ui/useAsync";
+import { Empty, ErrorBanner, Loading } from "../ui/states";
+import { relativeTime, shortId } from "../ui/format";
+import { href, navigate } from "../router";
+import { useSandboxes } from "./useSandboxes";
+import { SandboxActions } from "./SandboxActions";
+import { CreateSandbox } from "./CreateSandbox";
+import { SandboxDetail } from "./SandboxDetail";
+
+export function SandboxesPage({ route }: { route: string[] }) {
+  const [id, tab] = route;
+  if (id) return <SandboxDetail id={id} tab={tab} />;
+  return <SandboxList />;
+}
+
+function SandboxList() {
+  const client = useClient();
+  const list = useSandboxes(client);
+  const profiles = useAsync(() => client.profiles(), [client]);
+  return (
+    <div className="page">
+      <div className="page-head">
+        <h1>Sandboxes</h1>
+        {list.loading && list.data && <span className="spinner" role="status" aria-label="Refreshing" />}
+      </div>
+      <CreateSandbox profiles={profiles.data?.items ?? []} onCreated={(sid) => navigate("sandboxes", sid)} />
+      {list.error !== undefined && <ErrorBanner error={list.error} onRetry={list.reload} />}
+      {!list.data && !list.error && <Loading label="Loading sandboxes…" />}
+      {list.data && list.items.length === 0 && <Empty title="No sandboxes">Create one above, or start a chat: each Session gets its own.</Empty>}
+      {list.items.length > 0 && (
+        <div className="table-wrap">
+          <table className="table" aria-label="Sandboxes">
+            <thead>
+              <tr>
+                <th scope="col">Sandbox</th>
+                <th scope="col">State</th>
+                <th scope="col">Backend</th>
+                <th scope="col">Image</th>
+                <th scope="col">Expires</th>
+                <th scope="col">
+                  <span className="visually-hidden">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.items.map((s) => (
+                <tr key={s.id} data-testid="sandbox-row">
+                  <td>
+                    <a href={href("sandboxes", s.id)} title={s.id}>
+                      <code>{shortId(s.id)}</code>
+                    </a>
+                    {s.profile && <span className="muted small"> {s.profile}</span>}
+                  </td>
+                  <td>
+                    <span className={`badge state-${s.status.state}`}>{s.status.state}</span>
+                  </td>
+                  <td>{s.backend ?? "—"}</td>
+                  <td className="truncate">{s.image?.uri || "default"}</td>
+                  <td title={s.expiresAt}>{s.expiresAt ? relativeTime(s.expiresAt) : "never"}</td>
+                  <td>
+                    <SandboxActions sandbox={s} onDone={() => void list.reload()} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </div>
+  );
+}
