@@ -76,6 +76,9 @@ func (r *runner) recoverFromLog(ctx context.Context) error {
 // re-sent; the Session shows RECOVERY_REQUIRED until the next input
 // rebuilds it. Accepted and delivered inputs stay for the replacement.
 func (r *runner) lost(ctx context.Context, reason string) error {
+	if err := r.confirmLease(ctx); err != nil {
+		return err
+	}
 	var boxID string
 	if r.rt != nil {
 		boxID = r.rt.box.ID
@@ -105,6 +108,19 @@ func (r *runner) lost(ctx context.Context, reason string) error {
 	return r.setState(ctx, platform.StateRecoveryRequired, reason, func(s *store.Session) {
 		s.SandboxID, s.Runtime, s.CurrentTurnID, s.PendingInteraction = "", nil, "", nil
 	})
+}
+
+// confirmLease renews the Session lease before the runner deletes a
+// sandbox or rewrites the Session's runtime: a holder that was frozen or
+// cut off while another took the Session over gets store.ErrFenced and
+// stops, instead of deleting the new holder's box. (The session record
+// itself is not fenced; this check keeps a stale holder off the record's
+// runtime fields.)
+func (r *runner) confirmLease(ctx context.Context) error {
+	if _, err := r.m.st.RenewLease(ctx, r.id, r.m.cfg.Holder, r.epoch, r.m.cfg.LeaseTTL); err != nil {
+		return fmt.Errorf("confirm the session lease: %w", err)
+	}
+	return nil
 }
 
 // buildFailed answers the pending inputs with a failed reply each (the
@@ -138,6 +154,9 @@ func (r *runner) buildFailed(ctx context.Context, pending []*store.Input, err er
 // releaseIdle saves the native state, deletes the sandbox and leaves the
 // Session TERMINATED; the next input re-creates the runtime.
 func (r *runner) releaseIdle(ctx context.Context) error {
+	if err := r.confirmLease(ctx); err != nil {
+		return err
+	}
 	if err := r.mirrorNative(ctx); err != nil {
 		return err
 	}
