@@ -107,3 +107,23 @@ func TestImportedImageIsSharedAndCopiedUp(t *testing.T) {
 		t.Fatalf("the image's lower layer is reachable in the box: %q", out)
 	}
 }
+
+// TestHostImageHasADebianRoot: a box on the host image sees the paths a
+// Debian userland expects, writable where Debian's are.
+func TestHostImageHasADebianRoot(t *testing.T) {
+	h := newHarness(t)
+	b := sandboxtest.NewBox(t, h, nil)
+	script := `set -e
+test -r /etc/os-release && . /etc/os-release && test -n "$ID"
+for d in /var /var/tmp /var/lib /var/log /var/cache /home /opt /srv /mnt /media /tmp /root /run; do test -d $d; done
+test -s /etc/hostname && grep -q localhost /etc/hosts
+cd /var && pwd
+f=$(mktemp -p /var/tmp) && echo ok > "$f" && cat "$f"
+test "$(stat -c %a /var/tmp)" = 1777`
+	if code, out, errOut := sh(t, b, nil, script); code != 0 || !strings.Contains(out, "/var\nok") {
+		t.Fatalf("the host image's root is not Debian's: exit %d, %q %q", code, out, errOut)
+	}
+	if code, _, _ := sh(t, b, u32(1000), "mktemp -p /var/tmp && ! touch /var/lib/x"); code != 0 {
+		t.Fatal("a non-root user cannot use /var/tmp, or can write /var/lib")
+	}
+}

@@ -106,9 +106,31 @@ func bindCgroups(dst string, dirs map[string]string) error {
 	return remountReadOnly(dst)
 }
 
+// hostRootDirs are the directories of a Debian root a box on the host
+// image gets, empty and its own (the root is the box's tmpfs), with their
+// modes: programs expect them (a session command with cwd /var, mktemp in
+// /var/tmp).
+var hostRootDirs = []struct {
+	path string
+	mode uint32
+}{
+	{"var", 0o755}, {"var/tmp", 0o1777}, {"var/lib", 0o755}, {"var/log", 0o755}, {"var/cache", 0o755},
+	{"var/spool", 0o755}, {"home", 0o755}, {"opt", 0o755}, {"srv", 0o755}, {"mnt", 0o755}, {"media", 0o755},
+}
+
 // hostImage binds the host's /usr read-only, links /bin, /lib, /lib64 and
-// /sbin into it, and writes /etc.
+// /sbin into it, makes the rest of a Debian root's directories, and
+// writes /etc (os-release a link into /usr, as Debian has it).
 func hostImage(root string, cfg *initConfig) error {
+	for _, d := range hostRootDirs {
+		dir := filepath.Join(root, d.path)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create /%s: %w", d.path, err)
+		}
+		if err := unix.Chmod(dir, d.mode); err != nil { // not subject to the umask; keeps the sticky bit
+			return fmt.Errorf("chmod /%s: %w", d.path, err)
+		}
+	}
 	if err := bindDir("/usr", filepath.Join(root, "usr"), true); err != nil {
 		return fmt.Errorf("bind /usr: %w", err)
 	}
@@ -123,6 +145,11 @@ func hostImage(root string, cfg *initConfig) error {
 	etc := filepath.Join(root, "etc")
 	if err := writeEtc(etc, cfg.Etc); err != nil {
 		return err
+	}
+	if _, err := os.Stat("/usr/lib/os-release"); err == nil {
+		if err := os.Symlink("../usr/lib/os-release", filepath.Join(etc, "os-release")); err != nil {
+			return fmt.Errorf("link /etc/os-release: %w", err)
+		}
 	}
 	for _, src := range cfg.HostEtc {
 		fi, err := os.Stat(src)
