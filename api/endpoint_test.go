@@ -59,6 +59,27 @@ func TestEndpointExpires(t *testing.T) {
 		t.Fatalf("ping with the signed token: %d", resp.StatusCode)
 	}
 
+	// As OpenSandbox's clients talk to execd: its own header alone.
+	tok, ok := ep.Headers["X-EXECD-ACCESS-TOKEN"]
+	if !ok {
+		t.Fatalf("the execd endpoint names no X-EXECD-ACCESS-TOKEN header: %v", ep.Headers)
+	}
+	for _, c := range []struct {
+		token string
+		want  int
+	}{{tok, 200}, {"9999999999.AAAA", 401}} {
+		req, _ = http.NewRequest("GET", "http://"+ep.Endpoint+"/ping", nil)
+		req.Header.Set("X-EXECD-ACCESS-TOKEN", c.token)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("ping with X-EXECD-ACCESS-TOKEN %q: %d, want %d", c.token, resp.StatusCode, c.want)
+		}
+	}
+
 	before := time.Now()
 	status, ep, body = get("expires=600")
 	if status != 200 || ep.ExpiresAt == nil || ep.ExpiresAt.Before(before.Add(599*time.Second)) || ep.ExpiresAt.After(time.Now().Add(601*time.Second)) {

@@ -20,8 +20,36 @@ import (
 
 // HeaderProxyToken carries a signed, expiring grant to one port of one
 // sandbox; endpoints hand it out so SDKs need not send the API key to the
-// proxy. It may also be given as the query parameter astrabox_token.
+// proxy. It may also be given as the query parameter astrabox_token and,
+// for execd's port, under execd's own header (wire.HeaderAccessToken),
+// which is the one the OpenSandbox SDKs send to execd: the proxy checks
+// it there and replaces it by the box's real access token.
 const HeaderProxyToken = "X-AstraBox-Proxy-Token"
+
+// endpointHeaders are the headers an endpoint of port tells clients to
+// send: the signed token, and for execd's port the same token under
+// execd's header too.
+func endpointHeaders(port int, token string) map[string]string {
+	h := map[string]string{HeaderProxyToken: token}
+	if port == wire.DefaultPort {
+		h[wire.HeaderAccessToken] = token
+	}
+	return h
+}
+
+// proxyToken returns the signed token a proxy request carries, if any.
+func proxyToken(r *http.Request, port int) string {
+	if tok := r.Header.Get(HeaderProxyToken); tok != "" {
+		return tok
+	}
+	if tok := r.URL.Query().Get("astrabox_token"); tok != "" {
+		return tok
+	}
+	if port == wire.DefaultPort {
+		return r.Header.Get(wire.HeaderAccessToken)
+	}
+	return ""
+}
 
 // signToken grants access to sandbox id's port until exp.
 func (s *Server) signToken(id string, port int, exp time.Time) string {
@@ -134,7 +162,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	exp = exp.Truncate(time.Second).UTC()
 	writeJSON(w, http.StatusOK, Endpoint{
 		Endpoint:  fmt.Sprintf("%s/v1/sandboxes/%s/proxy/%d", s.publicHost(r), id, port),
-		Headers:   map[string]string{HeaderProxyToken: s.signToken(id, port, exp)},
+		Headers:   endpointHeaders(port, s.signToken(id, port, exp)),
 		ExpiresAt: &exp,
 	})
 }
@@ -150,10 +178,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	tok := r.Header.Get(HeaderProxyToken)
-	if tok == "" {
-		tok = r.URL.Query().Get("astrabox_token")
-	}
+	tok := proxyToken(r, port)
 	if !s.authorized(r) && !(tok != "" && s.checkToken(tok, id, port)) {
 		writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
 		return
