@@ -25,8 +25,24 @@ func TestParseName(t *testing.T) {
 		{".hidden", ""},
 		{"-dash", ""},
 		{"_under", ""},
-		{"a/b", ""},
+		{"a/b", "a/b:latest"},
+		{"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:latest"},
+		{"localhost:5000/team/img:v1", "localhost:5000/team/img:v1"},
+		{"registry.example.com/a/b@sha256:abababababababababababababababababababababababababababababababab", "registry.example.com/a/b@sha256:abababababababababababababababababababababababababababababababab"},
+		{"reg.io:5000/x", "reg.io:5000/x:latest"},
 		{"../x", ""},
+		{"a//b", ""},
+		{"a/", ""},
+		{"/a", ""},
+		{"A/b", ""},
+		{"a/b:", ""},
+		{"a/.b", ""},
+		{"reg.io:99999/x", ""},
+		{"reg.io:050/x", ""},
+		{"-reg.io/x", ""},
+		{"a@sha256:abc", ""},
+		{"a@md5:abababababababababababababababababababababababababababababababab", ""},
+		{"a/b/../c", ""},
 		{"a:b:c", ""},
 		{"a:.tag", ""},
 		{"a:-tag", ""},
@@ -56,7 +72,7 @@ func TestParseName(t *testing.T) {
 }
 
 func FuzzParseName(f *testing.F) {
-	for _, s := range []string{"debian", "debian:bookworm", "a.b-c_d:E_1", "..", "a:..", "a+b:c", "x:y/z", "host"} {
+	for _, s := range []string{"debian", "debian:bookworm", "a.b-c_d:E_1", "..", "a:..", "a+b:c", "x:y/z", "host", "opensandbox/code-interpreter:latest", "localhost:5000/a/b", "r.io/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "a!b", "a=b/c"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
