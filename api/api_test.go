@@ -58,6 +58,12 @@ func newEnv(t *testing.T, max int) *env {
 // newEnvWith is newEnv with extra configured profiles.
 func newEnvWith(t *testing.T, max int, extra map[string]lifecycle.Profile) *env {
 	t.Helper()
+	return newEnvConfig(t, max, extra, func(*server.Config) {})
+}
+
+// newEnvConfig is newEnvWith with the server's config changed by mod.
+func newEnvConfig(t *testing.T, max int, extra map[string]lifecycle.Profile, mod func(*server.Config)) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir()+"/astrabox.db")
 	if err != nil {
@@ -71,9 +77,11 @@ func newEnvWith(t *testing.T, max int, extra map[string]lifecycle.Profile) *env 
 	profiles := map[string]lifecycle.Profile{"small": {Name: "small", Backend: "process"}, "docker": {Name: "docker", Backend: "docker"}}
 	maps.Copy(profiles, extra)
 	n := newRecordingNotifier()
-	srv := newServer(t, server.Config{Store: st, Backends: map[string]sandbox.Provider{"process": p},
+	cfg := server.Config{Store: st, Backends: map[string]sandbox.Provider{"process": p},
 		Installed: []string{"process", "native", "docker"}, DefaultBackend: "process", MaxSandboxes: max,
-		Profiles: profiles, Notifier: n})
+		Profiles: profiles, Notifier: n}
+	mod(&cfg)
+	srv := newServer(t, cfg)
 	hs := httptest.NewServer(srv.Handler)
 	t.Cleanup(func() {
 		boxes, _ := p.List(context.Background())

@@ -55,6 +55,7 @@ var sandboxStatuses = map[sandbox.Code]int{
 	sandbox.CodeInvalidFileMetadata: http.StatusBadRequest,
 	sandbox.CodeCapability:          http.StatusBadRequest,
 	sandbox.CodeBackendDisabled:     http.StatusBadRequest,
+	sandbox.CodeLimitOutOfRange:     http.StatusBadRequest,
 	sandbox.CodeUnauthorized:        http.StatusUnauthorized,
 	sandbox.CodeFileNotFound:        http.StatusNotFound,
 	sandbox.CodeNotFound:            http.StatusNotFound,

@@ -26,6 +26,7 @@ func TestStatusOfEveryCode(t *testing.T) {
 		sandbox.CodeInvalidFileMetadata: 400,
 		sandbox.CodeCapability:          400,
 		sandbox.CodeBackendDisabled:     400,
+		sandbox.CodeLimitOutOfRange:     400,
 		sandbox.CodeUnauthorized:        401,
 		sandbox.CodeFileNotFound:        404,
 		sandbox.CodeNotFound:            404,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -8,22 +9,36 @@ import (
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// parseCPU parses a Kubernetes CPU quantity ("500m", "2", "0.5") into
-// millicores.
-func parseCPU(s string) (int64, error) {
+// The largest quantities that parse at all; the server's own bounds
+// (lifecycle.Limits) are checked after parsing.
+const (
+	maxParsedMilliCPU = 1 << 20
+	maxParsedBytes    = 1 << 50
+)
+
+// ParseCPU parses a Kubernetes CPU quantity ("500m", "2", "0.5") into
+// millicores. Malformed or non-positive quantities are INVALID_REQUEST_BODY;
+// ones beyond 1048576 millicores LIMIT_OUT_OF_RANGE.
+func ParseCPU(s string) (int64, error) {
 	s = strings.TrimSpace(s)
+	var m float64
 	if v, ok := strings.CutSuffix(s, "m"); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 || n > 1<<20 {
+		if err != nil || n <= 0 {
 			return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid cpu quantity %q (e.g. \"500m\" or \"2\")", s)
 		}
-		return n, nil
+		m = float64(n)
+	} else {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid cpu quantity %q (e.g. \"500m\" or \"2\")", s)
+		}
+		m = math.Ceil(f * 1000)
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f <= 0 || f > 1024 || math.IsNaN(f) {
-		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid cpu quantity %q (e.g. \"500m\" or \"2\")", s)
+	if m > maxParsedMilliCPU {
+		return 0, sandbox.Errorf(sandbox.CodeLimitOutOfRange, "cpu quantity %q exceeds the largest accepted %dm", s, maxParsedMilliCPU)
 	}
-	return int64(math.Ceil(f * 1000)), nil
+	return int64(m), nil
 }
 
 var byteSuffixes = []struct {
@@ -34,9 +49,10 @@ var byteSuffixes = []struct {
 	{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
 }
 
-// parseBytes parses a Kubernetes memory quantity ("512Mi", "1Gi", "1G",
-// "1048576") into bytes.
-func parseBytes(s string) (int64, error) {
+// ParseBytes parses a Kubernetes memory quantity ("512Mi", "1Gi", "1G",
+// "1048576") into bytes. Malformed or non-positive quantities are
+// INVALID_REQUEST_BODY; ones beyond 1 PiB LIMIT_OUT_OF_RANGE.
+func ParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	num, mult := s, 1.0
 	for _, u := range byteSuffixes {
@@ -46,8 +62,11 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f <= 0 || math.IsNaN(f) || math.IsInf(f, 0) || f*mult > 1<<50 {
+	if err != nil || !(f*mult >= 1) || math.IsInf(f, 0) {
 		return 0, sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid memory quantity %q (e.g. \"512Mi\" or \"2Gi\")", s)
+	}
+	if f*mult > maxParsedBytes {
+		return 0, sandbox.Errorf(sandbox.CodeLimitOutOfRange, "quantity %q exceeds the largest accepted 1Pi", s)
 	}
 	return int64(f * mult), nil
 }
@@ -62,14 +81,18 @@ func parseResources(limits map[string]string) (sandbox.Resources, []sandbox.Capa
 		var err error
 		switch k {
 		case "cpu":
-			r.MilliCPU, err = parseCPU(v)
+			r.MilliCPU, err = ParseCPU(v)
 		case "memory":
-			r.MemoryBytes, err = parseBytes(v)
+			r.MemoryBytes, err = ParseBytes(v)
 		case "disk", "ephemeral-storage", "storage":
-			r.DiskBytes, err = parseBytes(v)
+			r.DiskBytes, err = ParseBytes(v)
 		case "pids":
 			r.PIDs, err = strconv.ParseInt(v, 10, 64)
-			if err != nil || r.PIDs <= 0 {
+			var numErr *strconv.NumError
+			switch {
+			case errors.As(err, &numErr) && errors.Is(numErr.Err, strconv.ErrRange) && !strings.HasPrefix(v, "-"):
+				err = sandbox.Errorf(sandbox.CodeLimitOutOfRange, "pids limit %q exceeds the largest accepted %d", v, int64(math.MaxInt64))
+			case err != nil || r.PIDs <= 0:
 				err = sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid pids limit %q", v)
 			}
 		case "gpu", "nvidia.com/gpu":

@@ -12,9 +12,9 @@ func TestParseQuantities(t *testing.T) {
 		{"0", 0, false}, {"-1", 0, false}, {"m", 0, false}, {"abc", 0, false}, {"NaN", 0, false}, {"1e9", 0, false},
 	}
 	for _, tt := range cpu {
-		got, err := parseCPU(tt.in)
+		got, err := ParseCPU(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseCPU(%q) = %d, %v", tt.in, got, err)
+			t.Errorf("ParseCPU(%q) = %d, %v", tt.in, got, err)
 		}
 	}
 	mem := []struct {
@@ -26,9 +26,9 @@ func TestParseQuantities(t *testing.T) {
 		{"0", 0, false}, {"-5Mi", 0, false}, {"Mi", 0, false}, {"12XB", 0, false}, {"Inf", 0, false}, {"9999999Ti", 0, false},
 	}
 	for _, tt := range mem {
-		got, err := parseBytes(tt.in)
+		got, err := ParseBytes(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseBytes(%q) = %d, %v", tt.in, got, err)
+			t.Errorf("ParseBytes(%q) = %d, %v", tt.in, got, err)
 		}
 	}
 }
@@ -37,11 +37,11 @@ func FuzzParseQuantities(f *testing.F) {
 	f.Add("512Mi")
 	f.Add("250m")
 	f.Fuzz(func(t *testing.T, s string) {
-		if n, err := parseBytes(s); err == nil && n <= 0 {
-			t.Fatalf("parseBytes(%q) = %d without error", s, n)
+		if n, err := ParseBytes(s); err == nil && n <= 0 {
+			t.Fatalf("ParseBytes(%q) = %d without error", s, n)
 		}
-		if n, err := parseCPU(s); err == nil && n <= 0 {
-			t.Fatalf("parseCPU(%q) = %d without error", s, n)
+		if n, err := ParseCPU(s); err == nil && n <= 0 {
+			t.Fatalf("ParseCPU(%q) = %d without error", s, n)
 		}
 	})
 }

@@ -45,7 +45,10 @@ func toWire(rec *store.Sandbox) Sandbox {
 }
 
 // toCreateRequest validates the wire request and maps it for the service.
-func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) {
+// Timeouts beyond lim's are refused here, before seconds are turned into a
+// time.Duration (which a huge count would overflow); the service checks
+// the rest of lim on the merged spec.
+func toCreateRequest(req CreateSandboxRequest, lim lifecycle.Limits) (lifecycle.CreateRequest, error) {
 	var out lifecycle.CreateRequest
 	if req.SnapshotID != "" {
 		return out, sandbox.Errorf(sandbox.CodeNotSupported, "restoring from snapshots is not supported by this server yet")
@@ -62,9 +65,13 @@ func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) 
 	if len(req.Volumes) > 0 {
 		return out, sandbox.Errorf(sandbox.CodeCapability, "capability persistent-workspace (volumes) is not supported by this server yet")
 	}
+	maxSeconds := int64(lim.Timeout() / time.Second)
 	if req.Timeout != nil {
 		if *req.Timeout < minTimeout {
 			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout must be at least %d seconds, got %d", minTimeout, *req.Timeout)
+		}
+		if *req.Timeout > maxSeconds {
+			return out, sandbox.Errorf(sandbox.CodeLimitOutOfRange, "timeout %ds exceeds the server's maximum %ds", *req.Timeout, maxSeconds)
 		}
 		d := time.Duration(*req.Timeout) * time.Second
 		out.Timeout = &d
@@ -74,6 +81,9 @@ func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) 
 	if req.IdleTimeout != nil {
 		if *req.IdleTimeout < 0 {
 			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "idleTimeout must not be negative")
+		}
+		if *req.IdleTimeout > maxSeconds {
+			return out, sandbox.Errorf(sandbox.CodeLimitOutOfRange, "idleTimeout %ds exceeds the server's maximum %ds", *req.IdleTimeout, maxSeconds)
 		}
 		d := time.Duration(*req.IdleTimeout) * time.Second
 		out.IdleTimeout = &d
@@ -89,7 +99,7 @@ func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) 
 		}
 	}
 	out.Entrypoint, out.Env, out.Metadata = req.Entrypoint, req.Env, req.Metadata
-	if err := validateMetadata(req.Metadata); err != nil {
+	if err := lifecycle.ValidateMetadata(req.Metadata); err != nil {
 		return out, err
 	}
 	if req.NetworkPolicy != nil {
@@ -105,18 +115,6 @@ func toCreateRequest(req CreateSandboxRequest) (lifecycle.CreateRequest, error) 
 		out.Backend = b
 	}
 	return out, nil
-}
-
-func validateMetadata(md map[string]string) error {
-	if len(md) > 64 {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "at most 64 metadata entries are allowed")
-	}
-	for k, v := range md {
-		if k == "" || len(k) > 128 || len(v) > 1024 || strings.ContainsAny(k, "=&\x00") || strings.IndexByte(v, 0) >= 0 {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid metadata entry %q (keys 1-128 bytes without '=', '&' or NUL; values up to 1024 bytes)", k)
-		}
-	}
-	return nil
 }
 
 // toNetworkPolicy maps OpenSandbox's egress policy onto network modes:
@@ -161,7 +159,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		if err := decodeBytes(body, &req); err != nil {
 			return 0, nil, err
 		}
-		creq, err := toCreateRequest(req)
+		creq, err := toCreateRequest(req, s.svc.Limits())
 		if err != nil {
 			return 0, nil, err
 		}
@@ -274,14 +272,6 @@ func (s *Server) patchMetadata(w http.ResponseWriter, r *http.Request) {
 	if err := s.decode(w, r, &patch); err != nil {
 		writeError(w, err)
 		return
-	}
-	for k, v := range patch {
-		if v != nil {
-			if err := validateMetadata(map[string]string{k: *v}); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
 	}
 	rec, err := s.svc.PatchMetadata(r.Context(), r.PathValue("id"), patch)
 	if err != nil {

@@ -4,7 +4,6 @@
 package api
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,7 +41,13 @@ type Config struct {
 	PublicHost string
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// MetricsRequireKey answers /metrics only to requests with the API
+	// key (by default it is open, for scrapers; see health.go).
+	MetricsRequireKey bool
+	// BodyReadTimeout bounds reading a request body, except on the sandbox
+	// proxy (see deadline.go; 0: no bound).
+	BodyReadTimeout time.Duration
+	Logger          *slog.Logger
 	// OpenAPI is served at /openapi.yaml (default: the embedded document
 	// of AstraBox's additions).
 	OpenAPI []byte
@@ -181,6 +185,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = hex.EncodeToString(b[:])
 	}
 	w.Header().Set("X-Request-ID", id)
+	s.boundBodyRead(w, r)
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	start := time.Now()
 	s.mux.ServeHTTP(rec, r)
@@ -287,65 +292,4 @@ func (s *Server) publicHost(r *http.Request) string {
 		return s.cfg.PublicHost
 	}
 	return r.Host
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// ready reports the store and every enabled backend, each probed with a
-// deadline; it is ready only when all are.
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	out := map[string]any{}
-	ok := true
-	if err := s.cfg.Store.Ping(ctx); err != nil {
-		ok = false
-		out["store"] = map[string]string{"status": "unhealthy", "reason": err.Error()}
-	} else {
-		out["store"] = map[string]string{"status": "healthy"}
-	}
-	// Probed at once: one slow backend does not delay the others' answer.
-	backends := map[string]sandbox.Health{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for name, p := range s.svc.Backends() {
-		wg.Go(func() {
-			h := p.Health(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			backends[name] = h
-			if h.Status != sandbox.Healthy {
-				ok = false
-			}
-		})
-	}
-	wg.Wait()
-	out["backends"] = backends
-	// Which backend instance each backend drives, and whether this replica
-	// is the one reconciling it now.
-	instances := map[string]map[string]any{}
-	for name := range s.svc.Backends() {
-		instances[name] = map[string]any{"instance": s.svc.Instance(ctx, name), "reconciling": s.svc.Reconciling(name)}
-	}
-	out["instances"] = instances
-	status := http.StatusOK
-	if !ok {
-		status = http.StatusServiceUnavailable
-	}
-	if s.draining.Load() {
-		status, ok = http.StatusServiceUnavailable, false
-		out["draining"] = true
-	}
-	out["ready"] = ok
-	writeJSON(w, status, out)
-}
-
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	if err := s.svc.WriteMetrics(r.Context(), w); err != nil {
-		s.log.Warn("metrics", "err", err)
-	}
-	writeCounter(w, "astrabox_api_errors_total", "API answers with a 4xx or 5xx status.", apiErrors.Load())
 }

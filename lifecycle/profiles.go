@@ -97,6 +97,9 @@ func (s *Service) PutProfile(ctx context.Context, p Profile) (Profile, error) {
 	if err := spec.Validate(); err != nil {
 		return Profile{}, err
 	}
+	if err := s.cfg.Limits.checkProfile(p); err != nil {
+		return Profile{}, err
+	}
 	if p.PoolSize < 0 || p.PoolSize > MaxPoolSize {
 		return Profile{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must be 0 to %d", MaxPoolSize)
 	}

@@ -37,8 +37,9 @@ type Config struct {
 	Profiles map[string]Profile
 	// MaxSandboxes bounds active sandboxes (0: no bound); more get 429.
 	MaxSandboxes int
-	// MaxTimeout bounds a sandbox's TTL (0: no bound).
-	MaxTimeout time.Duration
+	// Limits bound every sandbox's resources and lifetime (see Limits);
+	// configured profiles beyond them are refused by New.
+	Limits Limits
 	// CreateTimeout bounds one backend create (default 2 minutes).
 	CreateTimeout time.Duration
 	// Logger receives operational logs.
@@ -148,6 +149,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = 2 * time.Minute
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("lifecycle: %w", err)
+	}
 	profiles := make(map[string]Profile, len(cfg.Profiles)+1)
 	for name, p := range cfg.Profiles {
 		if err := validProfileName(name); err != nil {
@@ -155,6 +159,9 @@ func New(cfg Config) (*Service, error) {
 		}
 		if p.PoolSize < 0 || p.PoolSize > MaxPoolSize {
 			return nil, fmt.Errorf("lifecycle: profile %s: poolSize must be 0 to %d", name, MaxPoolSize)
+		}
+		if err := cfg.Limits.checkProfile(p); err != nil {
+			return nil, fmt.Errorf("lifecycle: profile %s: %w", name, err)
 		}
 		p.Name = name // the map's key names it
 		profiles[name] = p
@@ -271,14 +278,17 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 	if req.Network != nil {
 		spec.Network = *req.Network
 	}
-	if s.cfg.MaxTimeout > 0 && spec.Timeout > s.cfg.MaxTimeout {
-		return "", spec, prof, sandbox.Errorf(sandbox.CodeInvalidRequest, "timeout %s exceeds the server's maximum %s", spec.Timeout, s.cfg.MaxTimeout)
-	}
 	if err := spec.Validate(); err != nil {
 		return "", spec, prof, err
 	}
-	if err := s.cfg.Backends[backend].Capabilities().Check(spec); err != nil {
+	if err := ValidateMetadata(spec.Metadata); err != nil {
 		return "", spec, prof, err
+	}
+	if err := s.cfg.Limits.checkSpec(spec); err != nil {
+		return "", spec, prof, err
+	}
+	if err := s.cfg.Backends[backend].Capabilities().Check(spec); err != nil {
+		return "", spec, prof, sandbox.Errorf(sandbox.CodeCapability, "backend %s: %w", backend, err)
 	}
 	return backend, spec, prof, nil
 }

@@ -15,6 +15,12 @@ import (
 // process backend enabled (nothing is started unless a test creates).
 func newTestService(t *testing.T, profiles map[string]Profile, maxTimeout time.Duration) *Service {
 	t.Helper()
+	return newLimitedService(t, profiles, Limits{MaxTimeout: maxTimeout})
+}
+
+// newLimitedService is newTestService with limits.
+func newLimitedService(t *testing.T, profiles map[string]Profile, limits Limits) *Service {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), t.TempDir()+"/s.db")
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +31,7 @@ func newTestService(t *testing.T, profiles map[string]Profile, maxTimeout time.D
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": p}, Installed: []string{"process", "native"},
-		DefaultBackend: "process", Profiles: profiles, MaxTimeout: maxTimeout})
+		DefaultBackend: "process", Profiles: profiles, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +73,7 @@ func TestPlan(t *testing.T) {
 		{name: "unknown profile", req: CreateRequest{Profile: "nope"}, code: sandbox.CodeInvalidRequest},
 		{name: "disabled backend", req: CreateRequest{Profile: "native"}, code: sandbox.CodeBackendDisabled},
 		{name: "unknown backend", req: CreateRequest{Backend: "qemu"}, code: sandbox.CodeInvalidRequest},
-		{name: "timeout over the maximum", req: CreateRequest{Timeout: dur(3 * time.Hour)}, code: sandbox.CodeInvalidRequest},
+		{name: "timeout over the maximum", req: CreateRequest{Timeout: dur(3 * time.Hour)}, code: sandbox.CodeLimitOutOfRange},
 		{name: "missing capability", req: CreateRequest{Capabilities: []sandbox.Capability{sandbox.CapPause}}, code: sandbox.CodeCapability},
 		{name: "network mode not offered", req: CreateRequest{Network: &sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, Allow: []string{"x.org"}}}, code: sandbox.CodeCapability},
 		{name: "bad env name", req: CreateRequest{Env: map[string]string{"1X": "y"}}, code: sandbox.CodeInvalidRequest},
@@ -101,7 +107,7 @@ func TestRenewRules(t *testing.T) {
 	}{
 		{"in the past", now.Add(-time.Minute), sandbox.CodeInvalidRequest},
 		{"before the current expiry", now.Add(30 * time.Minute), sandbox.CodeInvalidRequest},
-		{"beyond the maximum", now.Add(25 * time.Hour), sandbox.CodeInvalidRequest},
+		{"beyond the maximum", now.Add(25 * time.Hour), sandbox.CodeLimitOutOfRange},
 		{"later", now.Add(2 * time.Hour), ""},
 		{"equal to the new expiry", now.Add(2 * time.Hour), sandbox.CodeInvalidRequest},
 	}

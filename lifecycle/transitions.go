@@ -93,8 +93,8 @@ func (s *Service) Renew(ctx context.Context, id string, at time.Time) (*store.Sa
 		if cur.ExpiresAt != nil && !at.After(*cur.ExpiresAt) {
 			return sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt %s is not after the current expiry %s", at.UTC().Format(time.RFC3339), cur.ExpiresAt.Format(time.RFC3339))
 		}
-		if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "expiresAt is more than the server's maximum %s away", s.cfg.MaxTimeout)
+		if max := s.cfg.Limits.Timeout(); at.Sub(now) > max {
+			return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "expiresAt %s is more than the server's maximum %ds away", at.UTC().Format(time.RFC3339), int64(max/time.Second))
 		}
 		if cur.State.Terminal() {
 			return sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, cur.State)
@@ -108,10 +108,22 @@ func (s *Service) Renew(ctx context.Context, id string, at time.Time) (*store.Sa
 	return rec, nil
 }
 
-// PatchMetadata sets (or, for empty values, removes) metadata keys.
+// PatchMetadata sets (or, for null values, removes) metadata keys.
 // Keys the patch does not name keep their stored values, also when another
-// writer set them meanwhile.
+// writer set them meanwhile. A patch that sets a key must leave a record
+// that passes ValidateMetadata (entries, count, total size); otherwise
+// nothing is written and the error is INVALID_REQUEST_BODY. A patch that
+// only removes keys is always applied (it can only shrink a record).
 func (s *Service) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*store.Sandbox, error) {
+	sets := false
+	for k, v := range patch {
+		if v != nil {
+			if err := ValidateMetadataEntry(k, *v); err != nil {
+				return nil, err
+			}
+			sets = true
+		}
+	}
 	unlock := s.lock(id)
 	defer unlock()
 	rec, err := s.update(ctx, id, func(cur *store.Sandbox) error {
@@ -125,7 +137,10 @@ func (s *Service) PatchMetadata(ctx context.Context, id string, patch map[string
 				cur.Metadata[k] = *v
 			}
 		}
-		return nil
+		if !sets {
+			return nil
+		}
+		return ValidateMetadata(cur.Metadata)
 	})
 	if err != nil {
 		return nil, err

@@ -37,6 +37,10 @@ const (
 	CodeNotSupported        Code = "NOT_SUPPORTED"
 	CodeCapability          Code = "CAPABILITY_NOT_SUPPORTED"
 	CodeBackendDisabled     Code = "SANDBOX_BACKEND_DISABLED"
+	// CodeLimitOutOfRange refuses a requested limit (cpu, memory, pids,
+	// disk, a timeout or an expiry) outside the server's bounds; the
+	// message names the bound.
+	CodeLimitOutOfRange     Code = "LIMIT_OUT_OF_RANGE"
 	CodeUpstreamUnreachable Code = "UPSTREAM_UNREACHABLE"
 	CodeTimeout             Code = "TIMEOUT"
 	CodeUnavailable         Code = "UNAVAILABLE"

@@ -83,10 +83,13 @@ func (p *engineProxy) stop() {
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// readiness returns /readyz's status and its backends' statuses.
+// readiness returns /readyz's status and its backends' statuses (detail
+// the server gives authenticated requests only; the key is "k").
 func readiness(t *testing.T, base string) (int, map[string]sandbox.Health) {
 	t.Helper()
-	resp, err := http.Get(base + "/readyz")
+	req, _ := http.NewRequest(http.MethodGet, base+"/readyz", nil)
+	req.Header.Set(api.HeaderAPIKey, "k")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,11 @@ type serveConfig struct {
 	Docker         dockerConfig                 `json:"docker"`
 	// Replicas is what several servers on one PostgreSQL database share.
 	Replicas replicasConfig `json:"replicas"`
+	// Limits bound what one sandbox may ask for (serve_limits.go).
+	Limits limitsConfig `json:"limits"`
+	// HTTP bounds connections and what answers without a key
+	// (serve_http.go).
+	HTTP httpConfig `json:"http"`
 }
 
 // replicasConfig is the "replicas" section of the config file.
@@ -118,6 +123,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.Replicas.SessionLease < 0 {
 		return errors.New("replicas.sessionLease must not be negative")
+	}
+	if _, err := c.Limits.limits(); err != nil {
+		return err
+	}
+	if _, err := c.HTTP.limits(); err != nil {
+		return err
 	}
 	if n := c.Native.Network; n != "" {
 		p, err := netip.ParsePrefix(n)
@@ -227,8 +238,17 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
+	limits, err := fileCfg.Limits.serverLimits(*dataDir)
+	if err != nil {
+		return err
+	}
+	httpLimits, err := fileCfg.HTTP.limits()
+	if err != nil {
+		return err
+	}
 	scfg := server.Config{Store: st, Backends: enabled, Installed: installedBackends, DefaultBackend: *defaultBackend,
-		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Insecure: *insecure, PublicHost: *publicHost,
+		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Limits: limits, HTTP: httpLimits,
+		MetricsRequireKey: fileCfg.HTTP.MetricsRequireKey, Insecure: *insecure, PublicHost: *publicHost,
 		Vault: ring, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
 		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second}
 	if pg, ok := st.(*postgres.Store); ok {
@@ -274,7 +294,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	}
 	hs := srv.HTTPServer()
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(l) }()
+	go func() { errc <- hs.Serve(srv.Listener(l)) }()
 	if err := srv.Start(ctx); err != nil {
 		log.Warn("start", "err", err)
 	}

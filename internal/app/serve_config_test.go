@@ -1,8 +1,14 @@
 package app
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/internal/procfs"
+	"github.com/astrabox/astrabox/internal/server"
+	"github.com/astrabox/astrabox/lifecycle"
 )
 
 func TestDecodeConfigStrict(t *testing.T) {
@@ -38,6 +44,91 @@ func TestDecodeConfigStrict(t *testing.T) {
 			}
 			if tc.native != nil && cfg.Native != *tc.native {
 				t.Fatalf("native section %+v, want %+v", cfg.Native, *tc.native)
+			}
+		})
+	}
+}
+
+func TestLimitsConfig(t *testing.T) {
+	tests := []struct {
+		name, json, wantErr string
+		want                lifecycle.Limits // when no error
+	}{
+		{"all keys", `{"limits": {"maxCPU": "4", "maxMemory": "16Gi", "maxPIDs": 4096, "maxDisk": "100Gi", "maxTimeout": 86400}}`, "",
+			lifecycle.Limits{MaxMilliCPU: 4000, MaxMemoryBytes: 16 << 30, MaxPIDs: 4096, MaxDiskBytes: 100 << 30, MaxTimeout: 24 * time.Hour}},
+		{"millicores", `{"limits": {"maxCPU": "1500m"}}`, "", lifecycle.Limits{MaxMilliCPU: 1500}},
+		{"omitted", `{}`, "", lifecycle.Limits{}},
+		{"unknown key", `{"limits": {"maxGPU": 1}}`, `unknown field "maxGPU"`, lifecycle.Limits{}},
+		{"bad cpu", `{"limits": {"maxCPU": "lots"}}`, "limits.maxCPU", lifecycle.Limits{}},
+		{"bad memory", `{"limits": {"maxMemory": "-1Gi"}}`, "limits.maxMemory", lifecycle.Limits{}},
+		{"memory below the minimum", `{"limits": {"maxMemory": "1Mi"}}`, "maxMemory (bytes) 1048576 is below the minimum", lifecycle.Limits{}},
+		{"negative pids", `{"limits": {"maxPIDs": -1}}`, "limits.maxPIDs", lifecycle.Limits{}},
+		{"timeout beyond the ceiling", `{"limits": {"maxTimeout": 4611686018427387904}}`, "limits.maxTimeout must be 0 to 315360000 seconds", lifecycle.Limits{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg serveConfig
+			err := decodeConfig([]byte(tc.json), &cfg)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("decodeConfig = %v, want %q", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if got, _ := cfg.Limits.limits(); got != tc.want {
+				t.Fatalf("limits %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestServerLimitsDefaultToTheHost checks that omitted bounds are the
+// host's (pid_max, RAM, CPUs, the data dir's file system) and set ones
+// win.
+func TestServerLimitsDefaultToTheHost(t *testing.T) {
+	dir := t.TempDir()
+	pidMax, err := procfs.PIDMax()
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	mem, _ := procfs.MemTotal()
+	got, err := limitsConfig{MaxPIDs: 64}.serverLimits(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxPIDs != 64 || got.MaxMilliCPU != int64(runtime.NumCPU())*1000 || got.MaxMemoryBytes != mem || got.MaxDiskBytes <= 0 {
+		t.Fatalf("limits %+v (pid_max %d, memory %d)", got, pidMax, mem)
+	}
+	if got, _ := (limitsConfig{}).serverLimits(dir); got.MaxPIDs != pidMax {
+		t.Fatalf("default maxPIDs %d, want pid_max %d", got.MaxPIDs, pidMax)
+	}
+}
+
+func TestHTTPConfig(t *testing.T) {
+	tests := []struct {
+		name, json, wantErr string
+		want                server.HTTPLimits
+		metricsKey          bool
+	}{
+		{"all keys", `{"http": {"metricsRequireKey": true, "readHeaderTimeout": 5, "bodyReadTimeout": 20, "idleTimeout": 60, "maxConnections": 100, "maxConnectionsPerIP": 10}}`, "",
+			server.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, BodyReadTimeout: 20 * time.Second, IdleTimeout: time.Minute, MaxConnections: 100, MaxConnectionsPerIP: 10}, true},
+		{"off", `{"http": {"maxConnectionsPerIP": -1}}`, "", server.HTTPLimits{MaxConnectionsPerIP: -1}, false},
+		{"omitted", `{}`, "", server.HTTPLimits{}, false},
+		{"unknown key", `{"http": {"readTimeout": 5}}`, `unknown field "readTimeout"`, server.HTTPLimits{}, false},
+		{"negative", `{"http": {"bodyReadTimeout": -2}}`, "http.bodyReadTimeout", server.HTTPLimits{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg serveConfig
+			err := decodeConfig([]byte(tc.json), &cfg)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("decodeConfig = %v, want %q", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if got, _ := cfg.HTTP.limits(); got != tc.want || cfg.HTTP.MetricsRequireKey != tc.metricsKey {
+				t.Fatalf("http %+v (metrics key %v), want %+v", got, cfg.HTTP.MetricsRequireKey, tc.want)
 			}
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/astrabox/astrabox/api"
+
 	"github.com/astrabox/astrabox/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/fakemodel"
@@ -166,6 +168,7 @@ func storeHealth(p *serveProcess) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+p.addr+"/readyz", nil)
+	req.Header.Set(api.HeaderAPIKey, servertest.Key) // the detail is for authenticated callers
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err

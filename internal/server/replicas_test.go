@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
@@ -165,7 +166,9 @@ type readiness struct {
 
 func ready(p *serveProcess) (readiness, error) {
 	var r readiness
-	resp, err := http.Get("http://" + p.addr + "/readyz")
+	req, _ := http.NewRequest("GET", "http://"+p.addr+"/readyz", nil)
+	req.Header.Set(api.HeaderAPIKey, servertest.Key) // the detail is for authenticated callers
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return r, err
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -37,9 +38,16 @@ type Config struct {
 	Installed      []string
 	Profiles       map[string]lifecycle.Profile
 	MaxSandboxes   int
+	// Limits bound every sandbox's resources and lifetime; zero fields
+	// default to this host's (HostLimits without a disk bound).
+	Limits lifecycle.Limits
 	// APIKeyHash authenticates requests unless Insecure.
 	APIKeyHash [32]byte
 	Insecure   bool
+	// MetricsRequireKey answers /metrics only with the API key.
+	MetricsRequireKey bool
+	// HTTP bounds connections and request reads (see HTTPLimits).
+	HTTP       HTTPLimits
 	SigningKey []byte
 	PublicHost string
 	// Holder names this replica in Session leases (its advertised URL).
@@ -99,7 +107,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
 		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
-		Holder: cfg.Holder})
+		Holder: cfg.Holder, Limits: cfg.Limits.WithDefaults(HostLimits(""))})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +127,8 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout: cfg.SessionIdleTimeout, Logger: cfg.Logger.With("component", "runner")})
 	plat.SetWaker(runners)
 	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Platform: plat, APIKeyHash: cfg.APIKeyHash,
-		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, Logger: cfg.Logger, Holder: cfg.Holder})
+		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, Logger: cfg.Logger, Holder: cfg.Holder,
+		MetricsRequireKey: cfg.MetricsRequireKey, BodyReadTimeout: cfg.HTTP.withDefaults().BodyReadTimeout})
 	return &Server{Sandboxes: svc, Platform: plat, Runners: runners, Handler: handler, cfg: cfg}, nil
 }
 
@@ -158,7 +167,17 @@ func (s *Server) Close() {
 }
 
 // HTTPServer returns an http.Server for the handler with AstraBox's
-// limits.
+// limits (Config.HTTP): header read and idle timeouts; the body read
+// timeout is the handler's, per route (api.Config.BodyReadTimeout). Serve
+// it on Listener's wrapping of the listener, which bounds connections.
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	h := s.cfg.HTTP.withDefaults()
+	return &http.Server{Handler: s.Handler, ReadHeaderTimeout: h.ReadHeaderTimeout, IdleTimeout: h.IdleTimeout, MaxHeaderBytes: 64 << 10}
+}
+
+// Listener returns l bounded to Config.HTTP's connection counts, with
+// accept errors retried (see LimitListener). Closing it closes l.
+func (s *Server) Listener(l net.Listener) net.Listener {
+	h := s.cfg.HTTP.withDefaults()
+	return LimitListener(l, h.MaxConnections, h.MaxConnectionsPerIP, s.cfg.Logger.With("component", "listener"))
 }
