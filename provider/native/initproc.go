@@ -3,7 +3,6 @@ package native
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -273,8 +272,10 @@ var boxCapabilities = []uintptr{
 	unix.CAP_SYS_CHROOT, unix.CAP_AUDIT_WRITE, unix.CAP_SETFCAP,
 }
 
-// dropBoundingSet removes every other capability from the bounding set, so
-// no process of the box can ever hold it.
+// dropBoundingSet removes every other capability from the bounding set of
+// every thread of init, so no process of the box can ever hold it: the
+// bounding set is per thread and inherited at fork, and execd forks
+// commands from whichever thread its goroutine runs on.
 func dropBoundingSet() error {
 	keep := map[uintptr]bool{}
 	for _, c := range boxCapabilities {
@@ -284,8 +285,8 @@ func dropBoundingSet() error {
 		if keep[c] {
 			continue
 		}
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("drop capability %d: %w", c, err)
+		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); errno != 0 && errno != unix.EINVAL {
+			return fmt.Errorf("drop capability %d: %w", c, errno)
 		}
 	}
 	return nil

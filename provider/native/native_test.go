@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -125,5 +127,72 @@ test "$(stat -c %a /var/tmp)" = 1777`
 	}
 	if code, _, _ := sh(t, b, u32(1000), "mktemp -p /var/tmp && ! touch /var/lib/x"); code != 0 {
 		t.Fatal("a non-root user cannot use /var/tmp, or can write /var/lib")
+	}
+}
+
+// TestSocketFamiliesAreAnAllowList: unix, inet, inet6 and netlink route
+// sockets open in a box; vsock, packet, other netlink protocols and every
+// other family are refused.
+func TestSocketFamiliesAreAnAllowList(t *testing.T) {
+	h := newHarness(t)
+	b := sandboxtest.NewBox(t, h, nil)
+	probe := `python3 - <<'EOF'
+import socket
+cases = [("unix", 1, 1, 0), ("inet", 2, 1, 0), ("inet6", 10, 1, 0), ("netlink-route", 16, 3, 0),
+         ("netlink-audit", 16, 3, 9), ("netlink-uevent", 16, 3, 15), ("vsock", 40, 1, 0), ("packet", 17, 3, 0),
+         ("key", 15, 3, 2), ("alg", 38, 5, 0), ("tipc", 30, 5, 0), ("bluetooth", 31, 1, 0), ("xdp", 44, 3, 0)]
+for name, fam, typ, proto in cases:
+    try:
+        socket.socket(fam, typ, proto).close()
+        print(name, "open")
+    except OSError as e:
+        print(name, "refused" if e.errno != 97 else "absent")
+try:
+    socket.socketpair(socket.AF_UNIX).__iter__
+    print("socketpair-unix open")
+except OSError:
+    print("socketpair-unix refused")
+EOF`
+	code, out, errOut := sh(t, b, nil, probe)
+	if code != 0 {
+		t.Fatalf("probe: %s", errOut)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, verdict, _ := strings.Cut(line, " ")
+		got[name] = verdict
+	}
+	for _, name := range []string{"unix", "inet", "netlink-route", "socketpair-unix"} {
+		if got[name] != "open" {
+			t.Errorf("%s: %s, want open", name, got[name])
+		}
+	}
+	if got["inet6"] == "refused" {
+		t.Error("inet6 refused")
+	}
+	for _, name := range []string{"netlink-audit", "netlink-uevent", "vsock", "packet", "key", "alg", "tipc", "bluetooth", "xdp"} {
+		if got[name] != "refused" {
+			t.Errorf("%s: %q, want refused by the filter", name, got[name])
+		}
+	}
+}
+
+// TestRootCommandsHaveTheBoxBoundingSet: every root command has the
+// documented bounding set, whichever of execd's threads forked it.
+func TestRootCommandsHaveTheBoxBoundingSet(t *testing.T) {
+	h := newHarness(t)
+	b := sandboxtest.NewBox(t, h, nil)
+	var want uint64 // the documented set: Docker's default without NET_RAW and MKNOD
+	for _, c := range []uint{unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_FSETID, unix.CAP_KILL,
+		unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETPCAP, unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_CHROOT,
+		unix.CAP_AUDIT_WRITE, unix.CAP_SETFCAP} {
+		want |= 1 << c
+	}
+	wantLine := fmt.Sprintf("CapBnd:\t%016x", want)
+	for i := range 50 {
+		_, out, _ := sh(t, b, nil, "grep CapBnd /proc/self/status")
+		if strings.TrimSpace(out) != wantLine {
+			t.Fatalf("root command %d: %q, want %q", i, strings.TrimSpace(out), wantLine)
+		}
 	}
 }

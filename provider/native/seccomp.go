@@ -52,7 +52,7 @@ var allowedSyscalls = []string{
 	"setfsuid", "setgid", "setgroups", "setitimer", "setpgid", "setpriority", "setregid",
 	"setresgid", "setresuid", "setreuid", "setrlimit", "setsid", "setsockopt", "setuid",
 	"setxattr", "shmat", "shmctl", "shmdt", "shmget", "shutdown", "sigaltstack", "signalfd",
-	"signalfd4", "socketpair", "splice", "stat", "statfs", "statx", "symlink",
+	"signalfd4", "splice", "stat", "statfs", "statx", "symlink",
 	"symlinkat", "sync", "sync_file_range", "syncfs", "sysinfo", "tee", "tgkill", "time",
 	"timer_create", "timer_delete", "timer_getoverrun", "timer_gettime", "timer_settime",
 	"timerfd_create", "timerfd_gettime", "timerfd_settime", "times", "tkill", "truncate",
@@ -65,7 +65,7 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC 
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
 // boxPolicy is the seccomp policy of a box: the allow-list, clone without
-// namespace flags, sockets of every family but raw packet ones, and clone3
+// namespace flags, sockets of the allowed families, and clone3
 // reported as absent so that C libraries fall back to clone.
 func boxPolicy() seccomp.Policy {
 	return seccomp.Policy{
@@ -76,9 +76,28 @@ func boxPolicy() seccomp.Policy {
 				{Name: "clone", Conditions: seccomp.ArgumentConditions{
 					{Argument: 0, Operation: seccomp.BitsNotSet, Value: namespaceFlags},
 				}},
-				// AF_PACKET sockets see and forge raw frames.
+				// Socket families are an allow-list: unix, inet and inet6 (the
+				// network namespace decides where they reach), and netlink
+				// for the route protocol only (a box reads and sets its own
+				// interfaces). The rest are refused: packet sockets see and
+				// forge raw frames, vsock is not network-namespaced (it
+				// reaches the hypervisor's side), and the others are kernel
+				// surface no workload needs.
 				{Name: "socket", Conditions: seccomp.ArgumentConditions{
-					{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_PACKET},
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX},
+				}},
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_INET},
+				}},
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_INET6},
+				}},
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_NETLINK},
+					{Argument: 2, Operation: seccomp.Equal, Value: unix.NETLINK_ROUTE},
+				}},
+				{Name: "socketpair", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX},
 				}},
 				// personality(2) only to query or set the default.
 				{Name: "personality", Conditions: seccomp.ArgumentConditions{
