@@ -99,6 +99,9 @@ func (s *Service) Renew(ctx context.Context, id string, at time.Time) (*store.Sa
 		if cur.State.Terminal() {
 			return sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, cur.State)
 		}
+		if err := s.forwardRenew(ctx, cur, t); err != nil {
+			return err
+		}
 		cur.ExpiresAt = &t
 		return nil
 	})

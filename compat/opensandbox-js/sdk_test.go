@@ -59,6 +59,19 @@ func TestOpenSandboxJSSDK(t *testing.T) {
 		srv := startServer(ctx, t, binary)
 		runSDKTest(ctx, t, pkgDir, srv, "host", `{}`)
 	})
+	t.Run("opensandbox", func(t *testing.T) {
+		// The same test through a second server whose backend "rem" (an
+		// opensandbox backend) is the first server, with its native one.
+		testenv.Need(t, fileExists("/usr/bin/python3") || fileExists("/usr/local/bin/python3"), "python3 in /usr/bin or /usr/local/bin")
+		remote := startServer(ctx, t, binary)
+		cfg := filepath.Join(t.TempDir(), "outer.json")
+		body := fmt.Sprintf(`{"opensandbox": {"rem": {"url": "http://%s", "apiKey": %q}}}`, remote.addr, remote.key)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		srv := startServer(ctx, t, binary, "--config", cfg, "--backends", "native,rem")
+		runSDKTest(ctx, t, pkgDir, srv, "host", `{"backend":"rem"}`)
+	})
 	t.Run("docker", func(t *testing.T) {
 		// The same test on a Docker profile: a Debian image loaded into the
 		// engine from the rootfs tarball CI builds.

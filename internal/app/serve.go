@@ -45,6 +45,9 @@ type serveConfig struct {
 	Profiles       map[string]lifecycle.Profile `json:"profiles"`
 	Native         nativeConfig                 `json:"native"`
 	Docker         dockerConfig                 `json:"docker"`
+	// OpenSandbox names remote lifecycle services as backends
+	// (serve_opensandbox.go).
+	OpenSandbox opensandboxConfigs `json:"opensandbox"`
 	// Replicas is what several servers on one PostgreSQL database share.
 	Replicas replicasConfig `json:"replicas"`
 	// Limits bound what one sandbox may ask for (serve_limits.go).
@@ -127,6 +130,9 @@ func (c *serveConfig) validate() error {
 	if _, err := c.Limits.limits(); err != nil {
 		return err
 	}
+	if err := c.OpenSandbox.validate(); err != nil {
+		return err
+	}
 	if _, err := c.HTTP.limits(); err != nil {
 		return err
 	}
@@ -180,6 +186,9 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 			return fmt.Errorf("read config: %w", err)
 		}
 		if err := decodeConfig(b, &fileCfg); err != nil {
+			return fmt.Errorf("config %s: %w", *configPath, err)
+		}
+		if err := fileCfg.OpenSandbox.resolveKeys(env); err != nil {
 			return fmt.Errorf("config %s: %w", *configPath, err)
 		}
 	}
@@ -246,7 +255,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
-	scfg := server.Config{Store: st, Backends: enabled, Installed: installedBackends, DefaultBackend: *defaultBackend,
+	scfg := server.Config{Store: st, Backends: enabled, Installed: fileCfg.installed(), DefaultBackend: *defaultBackend,
 		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Limits: limits, HTTP: httpLimits,
 		MetricsRequireKey: fileCfg.HTTP.MetricsRequireKey, Insecure: *insecure, PublicHost: *publicHost,
 		Vault: ring, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
@@ -362,7 +371,10 @@ func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, log 
 	case "kubernetes":
 		return nil, fmt.Errorf("backend %q is not available in this build yet", name)
 	}
-	return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(installedBackends, ", "))
+	if oc, ok := cfg.OpenSandbox[name]; ok {
+		return newOpenSandboxBackend(name, dataDir, oc, log)
+	}
+	return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(cfg.installed(), ", "))
 }
 
 // apiKeyHash returns the hash of key; with no key it loads the stored hash
