@@ -92,6 +92,9 @@ type dockerConfig struct {
 	ReadonlyRootfs bool `json:"readonlyRootfs"`
 	// NoPull refuses images the engine does not hold.
 	NoPull bool `json:"noPull"`
+	// AllowRegistries are registries on private, loopback or link-local
+	// addresses that pulls may reach ("registry.internal:5000").
+	AllowRegistries []string `json:"allowRegistries"`
 	// Owner labels everything the backend creates. Replicas sharing an
 	// engine set the same owner, so that they serve one backend instance
 	// (default: derived from the data dir, a server of its own).
@@ -362,7 +365,7 @@ func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, log 
 	case "docker":
 		dc := cfg.Docker
 		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
-			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner,
+			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner, AllowRegistries: dc.AllowRegistries,
 			Logger: log.With("backend", "docker")})
 		if err != nil {
 			return nil, err

@@ -137,6 +137,11 @@ type Config struct {
 	NoPull bool
 	// PullTimeout bounds pulling one image (default 10 minutes).
 	PullTimeout time.Duration
+	// AllowRegistries are registries (host or host:port, as references
+	// write them) a pull may reach although they resolve to a loopback,
+	// link-local or private address; pulls from any other such registry
+	// are refused (see checkRegistry).
+	AllowRegistries []string
 	// StartTimeout bounds waiting for a new box's execd (default 60 s).
 	StartTimeout time.Duration
 	// Logger receives operational logs.

@@ -29,14 +29,18 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) error {
 	if p.cfg.NoPull {
 		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q is not on the Docker engine (pulling is off)", ref)
 	}
+	if err := checkRegistry(ctx, ref, p.cfg.AllowRegistries, nil); err != nil {
+		return err
+	}
 	if err := p.pullShared(ctx, ref); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("pull image %s: %w", ref, err)
 		}
 		if cerrdefs.IsInvalidArgument(err) {
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q: %v", ref, err)
+			return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid image reference %q", ref)
 		}
-		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q is not on the Docker engine and pulling it failed: %v", ref, err)
+		p.log.Warn("image pull failed", "backend", "docker", "image", ref, "err", err)
+		return pullFailure(ref, err)
 	}
 	if _, err := p.cli.ImageInspect(ctx, ref); err != nil {
 		return sandbox.Errorf(sandbox.CodeImageNotFound, "image %q: pulled, but the engine does not show it: %v", ref, err)

@@ -3,11 +3,14 @@ package docker_test
 import (
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +160,47 @@ func rejectCount(t *testing.T, h *harness, dst string) int {
 	}
 	t.Fatalf("no REJECT rule for %s in %s:\n%s", dst, m[1], out)
 	return 0
+}
+
+// TestPullsStayOffTheHostsNetwork: an image on a registry at the host's
+// loopback is refused before the engine is asked (the engine pulls as
+// root from the host's network), and when the config allows that
+// registry, what it answers never reaches the client.
+func TestPullsStayOffTheHostsNetwork(t *testing.T) {
+	const secret = "secret-internal-page-7f3a"
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, secret, http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	registry := strings.TrimPrefix(srv.URL, "http://")
+	ref := registry + "/probe/x:latest"
+
+	for _, tc := range []struct {
+		name    string
+		allow   []string
+		code    sandbox.Code
+		reached bool
+	}{
+		{"refused", nil, sandbox.CodeInvalidRequest, false},
+		{"allowed", []string{registry}, sandbox.CodeImageNotFound, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits.Store(0)
+			h := newHarness(t, func(c *docker.Config) { c.AllowRegistries = tc.allow })
+			spec := h.Spec()
+			spec.Image = ref
+			_, err := h.Provider().Create(ctx(t), "box-pull-"+tc.name, spec)
+			if sandbox.CodeOf(err) != tc.code {
+				t.Fatalf("create from %s: %v, want %s", ref, err, tc.code)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the registry's answer reached the client: %v", err)
+			}
+			if got := hits.Load() > 0; got != tc.reached {
+				t.Fatalf("the registry was reached: %v, want %v", got, tc.reached)
+			}
+		})
+	}
 }
