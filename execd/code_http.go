@@ -111,9 +111,13 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "code is required"))
 		return
 	}
+	sw, err := newEventWriter(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	var cc *codeContext
 	if req.Context.ID != "" {
-		var err error
 		if cc, err = s.contexts.get(req.Context.ID); err != nil {
 			writeError(w, err)
 			return
@@ -142,7 +146,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		streamCodeRun(r.Context(), newEventWriter(w, r), cc.py, run)
+		streamCodeRun(r.Context(), sw, cc.py, run)
 		return
 	}
 	if err := validateShellRun(req.Code, "", 0); err != nil {
@@ -158,7 +162,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 	cc.count++
 	n := cc.count
 	cc.mu.Unlock()
-	streamShellRun(r.Context(), newEventWriter(w, r), cc.sh, c, cc.id, n)
+	streamShellRun(r.Context(), sw, cc.sh, c, cc.id, n)
 }
 
 // streamCodeRun writes the events of a python cell: init (context id), the

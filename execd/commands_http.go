@@ -43,12 +43,16 @@ func (s *Server) handleRunCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	sw, err := newEventWriter(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	c, err := s.commands.start(req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	sw := newEventWriter(w, r)
 	if err := sw.Event("", wire.EventInit, wire.Event{Type: wire.EventInit, Text: c.id, Timestamp: nowMillis()}); err != nil {
 		if c.live != nil {
 			c.live.Detach()
@@ -74,25 +78,30 @@ func (s *Server) onDisconnect(c *command, req wire.RunCommandRequest) {
 	}
 }
 
-// writeCompletion writes the final events of a finished command: the spec's
-// error event for a non-zero exit, then execution_complete with exit_code.
+// writeCompletion writes the final events of a finished shell command.
+// A zero exit ends with execution_complete {execution_time, exit_code}. A
+// non-zero one ends, as in OpenSandbox, with the spec's error event
+// (CommandExecError, evalue = the code), which also carries exit_code and
+// execution_time; with byte-exact framing (see wire.FramingBytes)
+// execution_complete follows it, so that every finished stream ends with
+// one.
 func writeCompletion(sw *eventWriter, c *command) error {
 	st := c.status()
 	if st.ExitCode == nil {
 		return nil
 	}
+	elapsed := st.FinishedAt.Sub(st.StartedAt).Milliseconds()
 	if *st.ExitCode != 0 {
 		tb := []string{"exit status " + strconv.Itoa(*st.ExitCode)}
 		if st.Error != "" {
 			tb = []string{st.Error}
 		}
-		ev := wire.Event{Type: wire.EventError, Timestamp: nowMillis(), Error: &wire.ExecError{
-			Name: wire.CommandErrName, Value: strconv.Itoa(*st.ExitCode), Traceback: tb}}
-		if err := sw.Event("", ev.Type, ev); err != nil {
+		ev := wire.Event{Type: wire.EventError, Timestamp: nowMillis(), ExecutionTime: elapsed, ExitCode: st.ExitCode,
+			Error: &wire.ExecError{Name: wire.CommandErrName, Value: strconv.Itoa(*st.ExitCode), Traceback: tb}}
+		if err := sw.Event("", ev.Type, ev); err != nil || sw.lines {
 			return err
 		}
 	}
-	elapsed := st.FinishedAt.Sub(st.StartedAt).Milliseconds()
 	return sw.Event("", wire.EventComplete, wire.Event{Type: wire.EventComplete, Timestamp: nowMillis(),
 		ExecutionTime: elapsed, ExitCode: st.ExitCode})
 }
@@ -149,7 +158,11 @@ func (s *Server) handleCommandLogs(w http.ResponseWriter, r *http.Request, id st
 				return
 			}
 		}
-		sw := newEventWriter(w, r)
+		sw, err := newEventWriter(w, r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
 		sw.Flush()
 		if _, err := streamOutput(r.Context(), sw, c.out, offset, follow, nil); err != nil {
 			return

@@ -11,6 +11,7 @@ import (
 	"github.com/astrabox/astrabox/execd/outlog"
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/sse"
+	"github.com/astrabox/astrabox/sandbox"
 )
 
 // eventWriter writes an execution stream as Server-Sent Events, or as
@@ -18,6 +19,11 @@ import (
 // is safe for concurrent use.
 type eventWriter struct {
 	sse *sse.Writer
+	// lines is OpenSandbox's framing (wire.FramingLines): one output event
+	// per line, and a failed command's stream ends with its error event.
+	// Otherwise output is byte-exact and every finished command's stream
+	// ends with execution_complete.
+	lines bool
 
 	mu      sync.Mutex
 	w       http.ResponseWriter
@@ -25,16 +31,49 @@ type eventWriter struct {
 	started bool
 }
 
-// newEventWriter picks the encoding from r's Accept header: frames when
-// the client lists wire.MediaTypeFrames before text/event-stream.
-func newEventWriter(w http.ResponseWriter, r *http.Request) *eventWriter {
+// newEventWriter picks the encoding from r's Accept header (frames when
+// the client lists wire.MediaTypeFrames before text/event-stream) and the
+// framing from its wire.QueryFraming parameter (lines unless "bytes";
+// frames are always byte-exact). It writes nothing yet, so a handler can
+// still answer with an error; an unknown framing is CodeInvalidRequest.
+func newEventWriter(w http.ResponseWriter, r *http.Request) (*eventWriter, error) {
+	lines := true
+	switch f := r.URL.Query().Get(wire.QueryFraming); f {
+	case "", wire.FramingLines:
+	case wire.FramingBytes:
+		lines = false
+	default:
+		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be %q or %q, got %q", wire.QueryFraming, wire.FramingLines, wire.FramingBytes, f)
+	}
 	accept := r.Header.Get("Accept")
 	fi := strings.Index(accept, wire.MediaTypeFrames)
 	si := strings.Index(accept, "text/event-stream")
 	if fi >= 0 && (si < 0 || fi < si) {
-		return &eventWriter{w: w, frames: true}
+		return &eventWriter{w: w, frames: true}, nil
 	}
-	return &eventWriter{sse: sse.NewWriter(w)}
+	return &eventWriter{sse: sse.NewWriter(w), lines: lines}, nil
+}
+
+// appendLineEvent appends the SSE frame of one line-framed output event of
+// stream s to dst: its id is end, the offset after the line.
+func appendLineEvent(dst []byte, s outlog.Stream, text []byte, end, ts int64) []byte {
+	typ := wire.EventStdout
+	if s == outlog.Stderr {
+		typ = wire.EventStderr
+	}
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, end, 10)
+	dst = append(dst, "\nevent: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: "...)
+	dst = wire.AppendOutputEventBytes(dst, typ, text, ts)
+	return append(dst, "\n\n"...)
+}
+
+// WriteFrames writes SSE frames already encoded (appendLineEvent) with one
+// write and flush. Only for SSE streams.
+func (e *eventWriter) WriteFrames(b []byte) error {
+	return e.sse.WriteFrames(b)
 }
 
 // Event writes one event (typ is the SSE event name; id may be empty).

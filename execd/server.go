@@ -31,6 +31,9 @@ type Config struct {
 	Shell string
 	// Python is the interpreter of python code contexts (default python3).
 	Python string
+	// Node is the interpreter of javascript and typescript code contexts
+	// (default node).
+	Node string
 	// OutputLimit bounds the retained output of each stream of a command
 	// (default 8 MiB).
 	OutputLimit int64
@@ -56,6 +59,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Shell == "" {
 		c.Shell = defaultShell()
+	}
+	if c.Node == "" {
+		c.Node = "node"
 	}
 	if c.Python == "" {
 		c.Python = "python3"

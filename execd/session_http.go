@@ -55,12 +55,17 @@ func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	sw, err := newEventWriter(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	c, err := sh.start(req.Command, req.Cwd, time.Duration(req.Timeout)*time.Millisecond)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	streamShellRun(r.Context(), newEventWriter(w, r), sh, c, sh.id, 0)
+	streamShellRun(r.Context(), sw, sh, c, sh.id, 0)
 }
 
 // validateShellRun checks a run's command, cwd and timeout (ms). An
@@ -85,8 +90,7 @@ func validateShellRun(command, cwd string, timeout int64) error {
 
 // streamShellRun writes the events of shell run c: init (initID), the
 // output as produced, then, when count > 0, execution_count, and the
-// completion (error event for a non-zero exit, execution_complete with
-// exit_code). A client that goes away interrupts the run.
+// completion (writeCompletion). A client that goes away interrupts the run.
 func streamShellRun(ctx context.Context, sw *eventWriter, sh *shell, c *command, initID string, count int) {
 	gone := func() { go sh.stop(c, "client disconnected", syscall.SIGINT) }
 	if err := sw.Event("", wire.EventInit, wire.Event{Type: wire.EventInit, Text: initID, Timestamp: nowMillis()}); err != nil {

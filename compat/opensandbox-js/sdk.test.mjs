@@ -133,8 +133,10 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
     );
     assert.ok(init?.id, "onInit received the command id");
     assert.equal(ok.id, init.id);
-    assert.equal(stdout.join(""), "Count 1\nCount 2\nCount 3\n/tmp\n");
-    assert.equal(stderr.join(""), "hello from env\n");
+    // One event per line, without its terminator, as OpenSandbox's execd
+    // frames output.
+    assert.deepEqual(stdout, ["Count 1", "Count 2", "Count 3", "/tmp"]);
+    assert.deepEqual(stderr, ["hello from env"]);
     assert.deepEqual(ok.logs.stdout.map((m) => m.text), stdout);
     assert.ok(complete, "onExecutionComplete was called");
     assert.equal(typeof complete.executionTimeMs, "number");
@@ -142,19 +144,60 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
     assert.equal(ok.exitCode, 0);
 
     let error;
+    let failedComplete;
     const failed = await sandbox.commands.run("echo partial; echo oops >&2; exit 3", undefined, {
       onError: (e) => {
         error = e;
       },
+      onExecutionComplete: (c) => {
+        failedComplete = c;
+      },
     });
     assert.equal(failed.exitCode, 3);
-    assert.equal(failed.logs.stdout.map((m) => m.text).join(""), "partial\n");
-    assert.equal(failed.logs.stderr.map((m) => m.text).join(""), "oops\n");
+    assert.deepEqual(failed.logs.stdout.map((m) => m.text), ["partial"]);
+    assert.deepEqual(failed.logs.stderr.map((m) => m.text), ["oops"]);
     assert.ok(error, "onError was called");
     assert.equal(error.value, "3");
+    // OpenSandbox ends a failed command's stream with its error event.
+    assert.equal(failed.complete, undefined);
+    assert.equal(failedComplete, undefined, "onExecutionComplete was not called for a failed command");
 
     const envs = await sandbox.commands.run('echo "$ONE-$TWO"', { envs: { ONE: "a", TWO: "b" } });
-    assert.equal(envs.logs.stdout.map((m) => m.text).join(""), "a-b\n");
+    assert.deepEqual(envs.logs.stdout.map((m) => m.text), ["a-b"]);
+  });
+
+  test("commands.run frames output one event per line", async () => {
+    const connect = await sandbox.commands.run("echo connect-ok");
+    assert.equal(connect.logs.stdout[0].text, "connect-ok");
+    assert.equal(connect.logs.stdout.length, 1);
+
+    // Two lines of one write are two events; a blank line is "\n"; a last
+    // line without a terminator arrives when the command ends; "\r\n"
+    // ends a line like "\n".
+    const lines = await sandbox.commands.run("printf 'line-a\\nline-b\\n\\nwin\\r\\nno newline'");
+    assert.deepEqual(lines.logs.stdout.map((m) => m.text), ["line-a", "line-b", "\n", "win", "no newline"]);
+
+    // A line over 64 KiB comes in pieces of at most 64 KiB.
+    const long = await sandbox.commands.run("head -c 150000 /dev/zero | tr '\\0' x; echo");
+    const pieces = long.logs.stdout.map((m) => m.text);
+    assert.deepEqual(pieces.map((p) => p.length), [65536, 65536, 150000 - 2 * 65536]);
+    assert.ok(pieces.every((p) => /^x+$/.test(p)));
+  });
+
+  test("sessions: lines, state, and a failed run ends with its error", async () => {
+    const sid = await sandbox.commands.createSession({ workingDirectory: "/tmp" });
+    try {
+      const set = await sandbox.commands.runInSession(sid, "export KEPT=yes; echo one; echo two");
+      assert.deepEqual(set.logs.stdout.map((m) => m.text), ["one", "two"]);
+      assert.equal(set.exitCode, 0);
+      const failed = await sandbox.commands.runInSession(sid, 'echo "$KEPT"; exit 4');
+      assert.deepEqual(failed.logs.stdout.map((m) => m.text), ["yes"]);
+      assert.equal(failed.exitCode, 4);
+      assert.equal(failed.error?.value, "4");
+      assert.equal(failed.complete, undefined);
+    } finally {
+      await sandbox.commands.deleteSession(sid);
+    }
   });
 
   test("commands.run delivers output while the command still runs", async () => {
@@ -235,7 +278,7 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
 
     // The box sees what the SDK wrote.
     const cat = await sandbox.commands.run("cat /tmp/sdk/www/hello.txt");
-    assert.equal(cat.logs.stdout.map((m) => m.text).join(""), "Hello World");
+    assert.deepEqual(cat.logs.stdout.map((m) => m.text), ["Hello World"]);
 
     // Partial reads: a byte range, as README's readFile options allow.
     assert.equal(await sandbox.files.readFile("/tmp/sdk/www/hello.txt", { range: "bytes=6-10" }), "World");
@@ -332,7 +375,7 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
     assert.equal(resumed.id, sandbox.id);
     assert.equal((await resumed.getInfo()).status.state, "Running");
     const run = await resumed.commands.run("cat /tmp/sdk/state");
-    assert.equal(run.logs.stdout.map((m) => m.text).join(""), "kept\n");
+    assert.deepEqual(run.logs.stdout.map((m) => m.text), ["kept"]);
     assert.equal(run.exitCode, 0);
     // resume() returns a new instance on the same connection config.
     sandbox = resumed;

@@ -30,6 +30,7 @@ type Client struct {
 	token   string
 	header  http.Header
 	sseOnly bool
+	lines   bool
 }
 
 // Option configures a Client.
@@ -50,8 +51,19 @@ func WithHeader(key, value string) Option {
 }
 
 // WithEventStream makes execution streams use Server-Sent Events, the
-// OpenSandbox encoding, instead of AstraBox's binary frames.
+// OpenSandbox encoding, instead of AstraBox's binary frames; output stays
+// byte-exact (wire.FramingBytes) unless WithLineFraming is given too.
 func WithEventStream() Option { return func(c *Client) { c.sseOnly = true } }
+
+// WithLineFraming makes execution streams use OpenSandbox's own stream:
+// Server-Sent Events framed one event per line (wire.FramingLines), where a
+// failed shell command ends with its error event. By default the client
+// asks for byte-exact output (wire.FramingBytes, or binary frames), which
+// resumes by offset and rebuilds the output exactly; with this option,
+// Execution.Stdout and Stderr join the lines with "\n" (so a last line
+// without one gains it, and "\r\n" becomes "\n"). For measuring and
+// testing what the OpenSandbox SDKs see.
+func WithLineFraming() Option { return func(c *Client) { c.sseOnly, c.lines = true, true } }
 
 // WithHTTPClient sets the HTTP client (and so the transport) to use.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }

@@ -30,7 +30,7 @@ func (c *Client) RunInSessionStream(ctx context.Context, id string, req wire.Run
 // RunInSession runs a command in session id and collects its output and
 // exit code. Execution.ID is the session id.
 func (c *Client) RunInSession(ctx context.Context, id string, req wire.RunInSessionRequest) (*Execution, error) {
-	ex := &Execution{ExitCode: -1}
+	ex := &Execution{ExitCode: -1, lines: c.lines}
 	err := c.RunInSessionStream(ctx, id, req, ex.apply)
 	return ex, err
 }
@@ -41,7 +41,9 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // CreateContext starts a code context of req.Language ("python", the
-// default, or "bash"), in req.Cwd if set, and returns it with its id.
+// default, "bash", "javascript" or "typescript"), in req.Cwd if set, and
+// returns it with its id. A language whose interpreter the box lacks fails
+// with CodeNotSupported, naming the languages the box offers.
 func (c *Client) CreateContext(ctx context.Context, req wire.CodeContext) (wire.CodeContext, error) {
 	var cc wire.CodeContext
 	err := c.doJSON(ctx, http.MethodPost, "/code/context", nil, wire.CodeContext{Language: req.Language, Cwd: req.Cwd}, &cc)
@@ -93,7 +95,8 @@ type CodeExecution struct {
 	Stderr    []byte
 	// Results are the MIME maps of result events ("text/plain", ...).
 	Results []map[string]any
-	// Error is the exception (python) or the non-zero exit (bash), if any.
+	// Error is the exception (python, javascript, typescript) or the
+	// non-zero exit (bash), if any.
 	Error          *wire.ExecError
 	ExecutionCount int
 	// ExitCode is a bash context's exit code; -1 when not reported.
@@ -102,6 +105,8 @@ type CodeExecution struct {
 	ExecutionTime int64
 	// Complete is true once execution_complete was received.
 	Complete bool
+
+	lines bool // events are lines (WithLineFraming)
 }
 
 // Text returns the "text/plain" of the last result, or "".
@@ -119,15 +124,18 @@ func (e *CodeExecution) apply(ev Event) error {
 	case wire.EventInit:
 		e.ContextID = ev.Text
 	case wire.EventStdout:
-		e.Stdout = append(e.Stdout, ev.Text...)
+		e.Stdout = appendOutput(e.Stdout, ev.Text, e.lines)
 	case wire.EventStderr:
-		e.Stderr = append(e.Stderr, ev.Text...)
+		e.Stderr = appendOutput(e.Stderr, ev.Text, e.lines)
 	case wire.EventCount:
 		e.ExecutionCount = ev.ExecutionCount
 	case wire.EventResult:
 		e.Results = append(e.Results, ev.Results)
 	case wire.EventError:
 		e.Error = ev.Error
+		if ev.ExitCode != nil {
+			e.ExitCode = *ev.ExitCode
+		}
 	case wire.EventComplete:
 		e.Complete = true
 		e.ExecutionTime = ev.ExecutionTime
@@ -141,7 +149,7 @@ func (e *CodeExecution) apply(ev Event) error {
 // RunCode runs code like RunCodeStream and collects the outcome. An
 // exception in the code is CodeExecution.Error, not an error return.
 func (c *Client) RunCode(ctx context.Context, req wire.RunCodeRequest) (*CodeExecution, error) {
-	e := &CodeExecution{ExitCode: -1}
+	e := &CodeExecution{ExitCode: -1, lines: c.lines}
 	err := c.RunCodeStream(ctx, req, e.apply)
 	return e, err
 }

@@ -30,6 +30,8 @@ type Execution struct {
 	Error    *wire.ExecError
 	// Offset is the resume offset after the last output event seen.
 	Offset int64
+
+	lines bool // events are lines (WithLineFraming)
 }
 
 // RunStream starts a command and calls fn for every event until the stream
@@ -41,7 +43,7 @@ func (c *Client) RunStream(ctx context.Context, req wire.RunCommandRequest, fn f
 // Run starts a command and collects its output and exit code. For a
 // background command it returns once the command started, with its ID.
 func (c *Client) Run(ctx context.Context, req wire.RunCommandRequest) (*Execution, error) {
-	ex := &Execution{ExitCode: -1}
+	ex := &Execution{ExitCode: -1, lines: c.lines}
 	err := c.RunStream(ctx, req, ex.apply)
 	return ex, err
 }
@@ -51,11 +53,14 @@ func (ex *Execution) apply(ev Event) error {
 	case wire.EventInit:
 		ex.ID = ev.Text
 	case wire.EventStdout:
-		ex.Stdout = append(ex.Stdout, ev.Text...)
+		ex.Stdout = appendOutput(ex.Stdout, ev.Text, ex.lines)
 	case wire.EventStderr:
-		ex.Stderr = append(ex.Stderr, ev.Text...)
+		ex.Stderr = appendOutput(ex.Stderr, ev.Text, ex.lines)
 	case wire.EventError:
 		ex.Error = ev.Error
+		if ev.ExitCode != nil {
+			ex.ExitCode = *ev.ExitCode
+		}
 	case wire.EventComplete:
 		if ev.ExitCode != nil {
 			ex.ExitCode = *ev.ExitCode
@@ -69,7 +74,18 @@ func (ex *Execution) apply(ev Event) error {
 	return nil
 }
 
+// appendOutput collects one output event's text: a line gets its "\n" back
+// (a blank line's text is "\n" already).
+func appendOutput(dst []byte, text string, lines bool) []byte {
+	dst = append(dst, text...)
+	if lines && text != "\n" {
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
 // stream sends a request whose answer is an event stream and dispatches it.
+// It asks for byte-exact output unless the client was made WithLineFraming.
 func (c *Client) stream(ctx context.Context, req request, body any, fn func(Event) error) error {
 	if body != nil {
 		b, err := jsonBody(body)
@@ -81,6 +97,16 @@ func (c *Client) stream(ctx context.Context, req request, body any, fn func(Even
 	if req.header == nil {
 		req.header = http.Header{}
 	}
+	framing := wire.FramingBytes
+	if c.lines {
+		framing = wire.FramingLines
+	}
+	q := url.Values{}
+	for k, v := range req.query {
+		q[k] = v
+	}
+	q.Set(wire.QueryFraming, framing)
+	req.query = q
 	if c.sseOnly {
 		req.header.Set("Accept", "text/event-stream")
 	} else {
@@ -139,7 +165,9 @@ func readFrames(r io.Reader, fn func(Event) error) error {
 func readEvents(r io.Reader, fn func(Event) error) error {
 	sr := sse.NewReader(r, 0)
 	for {
-		f, err := sr.Next()
+		// NextRaw and the output fast path allocate only the id and the
+		// text: line-framed streams carry millions of tiny events.
+		f, err := sr.NextRaw()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -147,12 +175,12 @@ func readEvents(r io.Reader, fn func(Event) error) error {
 			return fmt.Errorf("read event stream: %w", err)
 		}
 		var ev Event
-		if fast, ok := wire.ParseOutputEvent([]byte(f.Data)); ok {
+		if fast, ok := wire.ParseOutputEvent(f.Data); ok {
 			ev.Event = fast
-		} else if err := jsonUnmarshal([]byte(f.Data), &ev.Event); err != nil {
+		} else if err := jsonUnmarshal(f.Data, &ev.Event); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
-		ev.ID = f.ID
+		ev.ID = string(f.ID)
 		if err := fn(ev); err != nil {
 			return err
 		}
@@ -186,7 +214,9 @@ func (c *Client) Logs(ctx context.Context, id string, cursor int64) (data []byte
 
 // FollowLogs streams a command's output events from byte offset; with
 // follow it continues live until the command finishes (ending with
-// execution_complete), otherwise it stops after what is retained.
+// execution_complete, which carries the exit code; with WithLineFraming a
+// failed command's stream ends with its error event instead), otherwise it
+// stops after what is retained.
 func (c *Client) FollowLogs(ctx context.Context, id string, offset int64, follow bool, fn func(Event) error) error {
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}}
 	if follow {

@@ -87,6 +87,9 @@ type Message struct {
 	Type string `json:"type"`
 	// Python is the interpreter version (ready).
 	Python string `json:"python,omitempty"`
+	// Unsupported (ready), when set, says why the driver cannot serve the
+	// language it was started for; it exits after this message.
+	Unsupported string `json:"unsupported,omitempty"`
 	// N is the cell's execution count (started).
 	N int `json:"n,omitempty"`
 	// Data maps MIME types to representations (result).

@@ -21,6 +21,18 @@ func AppendOutputEvent(dst []byte, typ, text string, timestamp int64) []byte {
 	return append(dst, '}')
 }
 
+// AppendOutputEventBytes is AppendOutputEvent for text held in a byte
+// slice (only read, not retained).
+func AppendOutputEventBytes(dst []byte, typ string, text []byte, timestamp int64) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","text":`...)
+	dst = jsonstr.AppendBytes(dst, text)
+	dst = append(dst, `,"timestamp":`...)
+	dst = strconv.AppendInt(dst, timestamp, 10)
+	return append(dst, '}')
+}
+
 var (
 	stdoutPrefix = []byte(`{"type":"stdout","text":`)
 	stderrPrefix = []byte(`{"type":"stderr","text":`)

@@ -51,7 +51,9 @@ type Event struct {
 	Timestamp      int64          `json:"timestamp"`
 	Results        map[string]any `json:"results,omitempty"`
 	Error          *ExecError     `json:"error,omitempty"`
-	// ExitCode (addition) is set on execution_complete of a finished command.
+	// ExitCode (addition) is the exit code of a finished shell command: on
+	// execution_complete, and on the error event of a non-zero exit (which,
+	// in OpenSandbox's framing, is the stream's last event; see FramingLines).
 	ExitCode *int `json:"exit_code,omitempty"`
 	// Lost (addition) on a status event counts output bytes that were no
 	// longer retained when the stream was replayed.

@@ -270,6 +270,7 @@ func runBenchExecd(ctx context.Context, args []string, stdio IO) error {
 	n := fs.Int("n", 200, "exec round trips")
 	size := fs.String("size", "1GiB", "bytes streamed and transferred (suffixes KiB, MiB, GiB)")
 	repeat := fs.Int("repeat", 3, "repetitions of each transfer (the median is reported)")
+	lines := fs.Int("lines", 3_000_000, "lines `seq` prints for the per-line framing row")
 	dir := fs.String("dir", "", "scratch directory on the disk to measure (default: a new temporary directory)")
 	jsonOut := fs.String("json", "", "also write the results to this JSON file")
 	if err := fs.Parse(args); err != nil {
@@ -281,7 +282,7 @@ func runBenchExecd(ctx context.Context, args []string, stdio IO) error {
 	}
 	return runBenchmark(stdio, *dir, *jsonOut, func(exe, scratch string) (bench.Report, error) {
 		return bench.RunExecd(ctx, bench.ExecdConfig{
-			Command: []string{exe}, Dir: scratch, N: max(*n, 1), Size: bytes, Repeat: max(*repeat, 1), Progress: stdio.Stderr,
+			Command: []string{exe}, Dir: scratch, N: max(*n, 1), Size: bytes, Repeat: max(*repeat, 1), Lines: *lines, Progress: stdio.Stderr,
 		})
 	})
 }

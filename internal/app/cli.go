@@ -258,7 +258,9 @@ func runExec(ctx context.Context, args []string, stdio IO, env Env) error {
 			case execdwire.EventStderr:
 				_, err := io.WriteString(stdio.Stderr, ev.Text)
 				return err
-			case execdwire.EventComplete:
+			case execdwire.EventError, execdwire.EventComplete:
+				// A failed command's error event carries its exit code too
+				// (the only one in OpenSandbox's framing).
 				if ev.ExitCode != nil {
 					exit = *ev.ExitCode
 				}

@@ -32,6 +32,7 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 	maxCommands := fs.Int("max-commands", 256, "concurrently running commands")
 	maxUpload := fs.Int64("max-upload", 0, "largest uploaded file in bytes (0: no limit)")
 	python := fs.String("python", "python3", "interpreter of python code contexts")
+	node := fs.String("node", "node", "interpreter of javascript and typescript code contexts")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,6 +68,7 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 		Env:            os.Environ(),
 		WorkDir:        *workdir,
 		Python:         *python,
+		Node:           *node,
 		OutputLimit:    *outputLimit,
 		Retention:      *retention,
 		MaxCommands:    *maxCommands,

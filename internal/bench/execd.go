@@ -31,6 +31,9 @@ type ExecdConfig struct {
 	Size int64
 	// Repeat is how often each transfer is repeated (the median is kept).
 	Repeat int
+	// Lines is how many lines `seq` prints for the per-line framing row
+	// (default 3,000,000).
+	Lines int
 	// Progress receives one line per scenario.
 	Progress io.Writer
 }
@@ -68,13 +71,30 @@ func RunExecd(ctx context.Context, cfg ExecdConfig) (Report, error) {
 	rep.Rows = append(rep.Rows, row)
 
 	progress("streamed stdout, %d bytes, as binary frames and as SSE", cfg.Size)
-	row, err = benchStream(ctx, c, cfg.Size, cfg.Repeat, "binary frames")
+	row, err = benchStream(ctx, c, cfg.Size, cfg.Repeat, "binary frames", false)
 	if err != nil {
 		return rep, err
 	}
 	rep.Rows = append(rep.Rows, row)
 	sseClient := connect(p, info, client.WithEventStream())
-	row, err = benchStream(ctx, sseClient, cfg.Size, cfg.Repeat, "SSE + JSON, the OpenSandbox encoding")
+	row, err = benchStream(ctx, sseClient, cfg.Size, cfg.Repeat, "SSE + JSON, byte-exact: framing=bytes", false)
+	if err != nil {
+		return rep, err
+	}
+	rep.Rows = append(rep.Rows, row)
+	lineClient := connect(p, info, client.WithLineFraming())
+	row, err = benchStream(ctx, lineClient, cfg.Size, cfg.Repeat, "SSE + JSON, one event per line: OpenSandbox's framing", true)
+	if err != nil {
+		return rep, err
+	}
+	rep.Rows = append(rep.Rows, row)
+
+	lines := cfg.Lines
+	if lines <= 0 {
+		lines = 3_000_000
+	}
+	progress("`seq 1 %d` streamed as one SSE event per line and byte-exact", lines)
+	row, err = benchLines(ctx, lineClient, sseClient, lines, cfg.Repeat)
 	if err != nil {
 		return rep, err
 	}
@@ -112,7 +132,9 @@ func benchExec(ctx context.Context, c *client.Client, n int) (Row, error) {
 		AltName: "fork+exec of bash -c true on the host (execd's shell)", Latency: &bl, AltLatency: &hl}, nil
 }
 
-func benchStream(ctx context.Context, c *client.Client, size int64, repeat int, encoding string) (Row, error) {
+// benchStream measures streamed stdout; lines tells that c was made
+// WithLineFraming.
+func benchStream(ctx context.Context, c *client.Client, size int64, repeat int, encoding string, lines bool) (Row, error) {
 	command := fmt.Sprintf(streamCommand, size)
 	var box, host []float64
 	for i := 0; i < repeat; i++ {
@@ -121,9 +143,15 @@ func benchStream(ctx context.Context, c *client.Client, size int64, repeat int, 
 		err := c.RunStream(ctx, wire.RunCommandRequest{Command: command}, func(ev client.Event) error {
 			if ev.Type == wire.EventStdout {
 				got += int64(len(ev.Text))
+				if lines && ev.Text != "\n" {
+					got++ // the terminator the line framing strips
+				}
 			}
 			return nil
 		})
+		if lines && got == size+1 {
+			got = size // the last line had no terminator
+		}
 		if err != nil || got != size {
 			return Row{}, fmt.Errorf("stream: got %d of %d bytes: %v", got, size, err)
 		}
@@ -146,6 +174,42 @@ func benchStream(ctx context.Context, c *client.Client, size int64, repeat int, 
 	}
 	return Row{Scenario: "streamed stdout (" + encoding + ")", Unit: "MB/s", Subject: median(box), Alternative: median(host),
 		AltName: "reading the command's pipe on the host"}, nil
+}
+
+// benchLines times `seq 1 n` streamed as one SSE event per line (lines,
+// a client WithLineFraming) against the same output as byte-exact SSE
+// (exact): the cost of OpenSandbox's framing on many short lines.
+func benchLines(ctx context.Context, lines, exact *client.Client, n, repeat int) (Row, error) {
+	command := fmt.Sprintf("seq 1 %d", n)
+	run := func(c *client.Client, wantEvents bool) (float64, error) {
+		events := 0
+		start := time.Now()
+		err := c.RunStream(ctx, wire.RunCommandRequest{Command: command}, func(ev client.Event) error {
+			if ev.Type == wire.EventStdout {
+				events++
+			}
+			return nil
+		})
+		elapsed := time.Since(start).Seconds()
+		if err != nil || (wantEvents && events != n) {
+			return 0, fmt.Errorf("stream %q: %d events: %v", command, events, err)
+		}
+		return elapsed, nil
+	}
+	var box, alt []float64
+	for i := 0; i < repeat; i++ {
+		s, err := run(lines, true)
+		if err != nil {
+			return Row{}, err
+		}
+		box = append(box, s)
+		if s, err = run(exact, false); err != nil {
+			return Row{}, err
+		}
+		alt = append(alt, s)
+	}
+	return Row{Scenario: fmt.Sprintf("`seq 1 %d` streamed, one SSE event per line (wall time)", n), Unit: "s",
+		Subject: median(box), Alternative: median(alt), AltName: "the same output as byte-exact SSE"}, nil
 }
 
 func benchTransfer(ctx context.Context, c *client.Client, cfg ExecdConfig) ([]Row, error) {

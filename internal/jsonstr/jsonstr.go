@@ -8,6 +8,7 @@ import (
 	"errors"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 const hex = "0123456789abcdef"
@@ -68,6 +69,12 @@ func Append(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// AppendBytes is Append for a byte slice, without copying b to a string
+// first; b is only read, and not retained.
+func AppendBytes(dst, b []byte) []byte {
+	return Append(dst, unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 // ErrSyntax reports a malformed JSON string.

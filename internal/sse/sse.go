@@ -4,6 +4,7 @@ package sse
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +87,16 @@ func (s *Writer) EventJSON(id, event string, data []byte) error {
 	return s.writeBytes(buf)
 }
 
+// WriteFrames writes frames already encoded (each "id:", "event:" and
+// "data:" lines ending in a blank line) with one write and one flush, so that a burst of
+// many small events costs one system call.
+func (s *Writer) WriteFrames(frames []byte) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	return s.writeBytes(frames)
+}
+
 // Comment writes a comment frame (": text"), used as a keep-alive.
 func (s *Writer) Comment(text string) error {
 	return s.write(": " + sanitize(text) + "\n\n")
@@ -136,6 +147,16 @@ var ErrFrameTooLarge = errors.New("sse: frame too large")
 type Reader struct {
 	r     *bufio.Reader
 	limit int
+	raw   RawFrame // NextRaw's buffers, reused
+	long  []byte   // a line longer than the buffer, reused
+}
+
+// RawFrame is one parsed event whose fields are only valid until the next
+// call of NextRaw.
+type RawFrame struct {
+	ID    []byte
+	Event []byte
+	Data  []byte // data lines joined with "\n"
 }
 
 // NewReader returns a Reader over r that refuses lines longer than limit
@@ -181,6 +202,88 @@ func (r *Reader) Next() (Frame, error) {
 			has = true
 		}
 	}
+}
+
+// NextRaw is Next without allocating: the frame's fields are only valid
+// until the next call. Next and NextRaw may not be mixed on one Reader.
+func (r *Reader) NextRaw() (RawFrame, error) {
+	f := &r.raw
+	f.ID, f.Event, f.Data = f.ID[:0], f.Event[:0], f.Data[:0]
+	has := false
+	for {
+		line, err := r.readLineBytes()
+		if err != nil {
+			return RawFrame{}, err
+		}
+		if len(line) == 0 {
+			if has {
+				return *f, nil
+			}
+			f.ID, f.Event = f.ID[:0], f.Event[:0]
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "id":
+			f.ID = append(f.ID[:0], value...)
+		case "event":
+			f.Event = append(f.Event[:0], value...)
+		case "data":
+			if has {
+				f.Data = append(f.Data, '\n')
+			}
+			f.Data = append(f.Data, value...)
+			has = true
+		}
+	}
+}
+
+// readLineBytes is readLine returning bytes valid until the next read.
+func (r *Reader) readLineBytes() ([]byte, error) {
+	line, err := r.r.ReadSlice('\n')
+	if err == nil {
+		if len(line) > r.limit+2 {
+			return nil, ErrFrameTooLarge
+		}
+		return trimEOLBytes(line), nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	r.long = append(r.long[:0], line...)
+	for {
+		if len(r.long) > r.limit {
+			return nil, ErrFrameTooLarge
+		}
+		line, err = r.r.ReadSlice('\n')
+		r.long = append(r.long, line...)
+		if err == nil {
+			if len(r.long) > r.limit+2 {
+				return nil, ErrFrameTooLarge
+			}
+			return trimEOLBytes(r.long), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+func trimEOLBytes(b []byte) []byte {
+	b = b[:len(b)-1]
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
 }
 
 func (r *Reader) readLine() (string, error) {

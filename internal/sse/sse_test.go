@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net/http/httptest"
@@ -48,6 +49,8 @@ func TestReaderCases(t *testing.T) {
 		{"event without data skipped", "event: a\n\ndata: y\n\n", []Frame{{Data: "y"}}},
 		{"truncated frame dropped", "data: z", nil},
 		{"unknown field ignored", "retry: 5\nfoo\ndata: q\n\n", []Frame{{Data: "q"}}},
+		{"id and event kept for their frame only", "id: 9\nevent: e\ndata: " + strings.Repeat("v", 40) + "\n\ndata: w\n\n",
+			[]Frame{{ID: "9", Event: "e", Data: strings.Repeat("v", 40)}, {Data: "w"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +69,22 @@ func TestReaderCases(t *testing.T) {
 			for i := range got {
 				if got[i] != tt.want[i] {
 					t.Fatalf("frame %d: got %+v want %+v", i, got[i], tt.want[i])
+				}
+			}
+			// NextRaw parses the same frames (here through a small
+			// buffer, so that long lines are collected too).
+			raw := NewReader(strings.NewReader(tt.in), 0)
+			raw.r = bufio.NewReaderSize(strings.NewReader(tt.in), 16)
+			for i := 0; ; i++ {
+				f, err := raw.NextRaw()
+				if err != nil {
+					if i != len(tt.want) {
+						t.Fatalf("NextRaw: %d frames, want %d (%v)", i, len(tt.want), err)
+					}
+					break
+				}
+				if g := (Frame{ID: string(f.ID), Event: string(f.Event), Data: string(f.Data)}); i >= len(tt.want) || g != tt.want[i] {
+					t.Fatalf("NextRaw frame %d: %+v", i, g)
 				}
 			}
 		})
