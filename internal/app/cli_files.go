@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -22,11 +21,21 @@ func runCp(ctx context.Context, args []string, stdio IO, env Env) error {
 	fs.SetOutput(stdio.Stderr)
 	var conn connFlags
 	conn.register(fs, env)
+	maxSize := fs.String("max-size", "1GiB", "largest file to copy out of a box (suffixes KiB, MiB, GiB; 0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		return errors.New("usage: astrabox cp LOCAL ID:PATH | astrabox cp ID:PATH LOCAL (- is stdin/stdout)")
+		return errors.New("usage: astrabox cp [--max-size SIZE] LOCAL ID:PATH | astrabox cp ID:PATH LOCAL (- is stdin/stdout)")
+	}
+	// A box decides what its files hold, and a sparse file can declare
+	// any size: what comes out is bounded unless the caller says 0.
+	var limit int64
+	if *maxSize != "0" {
+		var err error
+		if limit, err = parseSize(*maxSize); err != nil {
+			return fmt.Errorf("cp: --max-size: %w", err)
+		}
 	}
 	src, dst := fs.Arg(0), fs.Arg(1)
 	sid, spath, sremote := splitRemote(src)
@@ -66,22 +75,19 @@ func runCp(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
-	rc, err := x.Download(ctx, spath, 0, -1)
+	if dst == "-" {
+		return copyOut(ctx, x, spath, stdio.Stdout, nil, limit)
+	}
+	f, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
-	out := stdio.Stdout
-	if dst != "-" {
-		f, err := os.Create(dst)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
+	if err := copyOut(ctx, x, spath, f, f, limit); err != nil {
+		f.Close()
+		_ = os.Remove(dst) // nothing half-copied left behind
+		return err
 	}
-	_, err = io.Copy(out, rc)
-	return err
+	return f.Close()
 }
 
 // splitRemote splits "ID:PATH"; a local path has no colon before its
