@@ -31,7 +31,7 @@ func TestCpOutIsBounded(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, src, want string
-		args           []string
+		args            []string
 	}{
 		{"huge", in + "/huge", "over the limit", nil},
 		{"over-a-set-limit", in + "/sparse", "over the limit", []string{"--max-size", "1MiB"}},
