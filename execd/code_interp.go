@@ -28,7 +28,7 @@ type interp struct {
 	log    *slog.Logger
 	pid    int
 	reqW   *os.File
-	limit  int64 // output retained per run and stream
+	cfg    *Config // for each run's output log
 	out    framedOutput
 	ready  chan pydriver.Message // receives the ready message once
 	exited chan struct{}         // closed once reaped and all pipes drained
@@ -108,7 +108,7 @@ func startInterp(cfg *Config, log *slog.Logger, id, dir, language string) (*inte
 		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start %s interpreter %s: %v", name, args[0], err)
 	}
 	closeAll(outW, errW, reqR, ctlW)
-	in := &interp{id: id, name: name, log: log, pid: cmd.Process.Pid, reqW: reqW, limit: cfg.OutputLimit, ready: make(chan pydriver.Message, 1), exited: make(chan struct{})}
+	in := &interp{id: id, name: name, log: log, pid: cmd.Process.Pid, reqW: reqW, cfg: cfg, ready: make(chan pydriver.Message, 1), exited: make(chan struct{})}
 	var readers sync.WaitGroup
 	readers.Add(3)
 	go func() { defer readers.Done(); in.out.pump(outR, outlog.Stdout) }()
@@ -225,7 +225,7 @@ func (in *interp) start(code string) (*codeRun, error) {
 		in.busy.Unlock()
 		return nil, sandbox.Errorf(sandbox.CodeInvalidRequest, "%v", err)
 	}
-	rec := newRunRecord(in.id, code, in.limit)
+	rec := newRunRecord(in.id, code, in.cfg)
 	run := &codeRun{rec: rec, started: make(chan struct{}), ctlDone: make(chan struct{})}
 	run.fr = in.out.begin(marker, rec.out)
 	in.mu.Lock()

@@ -170,7 +170,7 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 		}
 		cmd.Stdin = inR
 	}
-	out := outlog.New(t.cfg.OutputLimit)
+	out := t.cfg.newOutput()
 	var live *outlog.Follower
 	if !req.Background {
 		live = out.Follow(0)
@@ -234,8 +234,12 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 
 func (t *commandTable) forget(id string) {
 	t.mu.Lock()
+	c := t.byID[id]
 	delete(t.byID, id)
 	t.mu.Unlock()
+	if c != nil {
+		t.cfg.output.Forget(c.out)
+	}
 }
 
 // closeAll kills every running command and waits for them.
@@ -393,14 +397,15 @@ func (c *command) status() wire.CommandStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := wire.CommandStatus{
-		ID:          c.id,
-		Content:     c.content,
-		Running:     c.exit == nil,
-		ExitCode:    c.exit,
-		Error:       c.errMsg,
-		StartedAt:   c.startedAt.UTC(),
-		Background:  c.background,
-		OutputBytes: c.out.End(),
+		ID:            c.id,
+		Content:       c.content,
+		Running:       c.exit == nil,
+		ExitCode:      c.exit,
+		Error:         c.errMsg,
+		StartedAt:     c.startedAt.UTC(),
+		Background:    c.background,
+		OutputBytes:   c.out.End(),
+		OutputDropped: c.out.Dropped(),
 	}
 	if c.exit != nil {
 		t := c.finishedAt.UTC()

@@ -193,3 +193,51 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		t.Fatalf("got %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestOutputIsBoundedInTotal: many background commands that each stay
+// within the per-stream limit are still bounded together by OutputTotal;
+// the oldest finished ones lose their output first, and each command's
+// status says how much it lost.
+func TestOutputIsBoundedInTotal(t *testing.T) {
+	const total = 8 << 20
+	_, c := startCommandServer(t, execd.Config{OutputLimit: 4 << 20, OutputTotal: total})
+	ctx := testCtx(t)
+	var ids []string
+	for range 10 {
+		ex, err := c.Run(ctx, wire.RunCommandRequest{Command: "head -c 3000000 /dev/zero | tr '\\0' x", Background: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ex.ID)
+		// One at a time, so the order in which they finish is known.
+		for {
+			st, err := c.Status(ctx, ex.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Running {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var retained int64
+	var statuses []wire.CommandStatus
+	for _, id := range ids {
+		st, err := c.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.OutputBytes != 3000000 {
+			t.Fatalf("%s: output_bytes %d", id, st.OutputBytes)
+		}
+		retained += st.OutputBytes - st.OutputDropped
+		statuses = append(statuses, st)
+	}
+	if retained > total {
+		t.Fatalf("the commands retain %d bytes together, over the total of %d", retained, total)
+	}
+	if statuses[0].OutputDropped != 3000000 || statuses[len(statuses)-1].OutputDropped != 0 {
+		t.Fatalf("the oldest lost %d, the newest %d; want the oldest's output gone first", statuses[0].OutputDropped, statuses[len(statuses)-1].OutputDropped)
+	}
+}

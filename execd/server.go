@@ -8,6 +8,7 @@ package execd
 
 import (
 	"crypto/subtle"
+	"github.com/astrabox/astrabox/execd/outlog"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -37,6 +38,11 @@ type Config struct {
 	// OutputLimit bounds the retained output of each stream of a command
 	// (default 8 MiB).
 	OutputLimit int64
+	// OutputTotal bounds the output retained by all commands, session
+	// runs and code cells together (default 128 MiB): past it, finished
+	// ones lose their output first, oldest first (outlog.Budget); a
+	// command's status reports the bytes it lost (output_dropped).
+	OutputTotal int64
 	// Retention is how long a finished command's record and output are
 	// kept (default 10 minutes).
 	Retention time.Duration
@@ -54,7 +60,12 @@ type Config struct {
 	// the process hosting execd can reap orphans as PID 1 of a box (see
 	// ChildGuard). At most one Server per process may set it.
 	Children *ChildGuard
+
+	output *outlog.Budget // OutputTotal's, made by New
 }
+
+// newOutput returns the output log of a command, run or cell.
+func (c *Config) newOutput() *outlog.Log { return outlog.NewIn(c.output, c.OutputLimit) }
 
 func (c *Config) setDefaults() {
 	if c.Shell == "" {
@@ -69,6 +80,10 @@ func (c *Config) setDefaults() {
 	if c.OutputLimit <= 0 {
 		c.OutputLimit = 8 << 20
 	}
+	if c.OutputTotal <= 0 {
+		c.OutputTotal = 128 << 20
+	}
+	c.output = outlog.NewBudget(c.OutputTotal)
 	if c.Retention <= 0 {
 		c.Retention = 10 * time.Minute
 	}

@@ -167,7 +167,7 @@ func (sh *shell) start(cmdline, cwd string, timeout time.Duration) (*command, er
 		sh.busy.Unlock()
 		return nil, sandbox.Errorf(sandbox.CodeConflict, "session %s has ended (its shell exited with status %d); create a new one", sh.id, sh.status)
 	}
-	c := newRunRecord(sh.id, cmdline, sh.cfg.OutputLimit)
+	c := newRunRecord(sh.id, cmdline, sh.cfg)
 	marker := newMarker()
 	fr := sh.out.begin(marker, c.out)
 	sh.mu.Lock()
@@ -223,8 +223,8 @@ func (sh *shell) await(c *command, fr *framedRun, timer *time.Timer) {
 // newRunRecord returns the record of a run that has no process of its
 // own (a session run or a cell), with a Follower attached from the start
 // for the request that streams it; see command.live.
-func newRunRecord(id, content string, limit int64) *command {
-	out := outlog.New(limit)
+func newRunRecord(id, content string, cfg *Config) *command {
+	out := cfg.newOutput()
 	return &command{id: id, content: content, startedAt: time.Now(), out: out, live: out.Follow(0), done: make(chan struct{})}
 }
 

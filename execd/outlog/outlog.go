@@ -70,6 +70,12 @@ type Log struct {
 	// signalled when one advances or detaches.
 	followers map[*Follower]int64
 	room      *sync.Cond
+	// budget, when set, bounds this log with others (see Budget); charged
+	// is the cost it has counted there, guarded by the budget's lock.
+	budget  *Budget
+	charged int64
+	// dropped counts bytes no longer held (Dropped).
+	dropped int64
 }
 
 // minLimit is the smallest per-stream budget: room for a few reads.
@@ -90,11 +96,19 @@ func New(limit int64) *Log {
 
 // Write appends a copy of p to stream s. Writes after Close are dropped.
 // While a Follower is attached, Write waits until storing p would drop no
-// byte that Follower has yet to read.
+// byte that Follower has yet to read. A log in a Budget then settles with
+// it (which may free other logs' bytes, or this one's oldest).
 func (l *Log) Write(s Stream, p []byte) {
 	if len(p) == 0 || (s != Stdout && s != Stderr) {
 		return
 	}
+	l.write(s, p)
+	if l.budget != nil {
+		l.budget.settle(l)
+	}
+}
+
+func (l *Log) write(s Stream, p []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sb := &l.streams[s]
@@ -133,6 +147,7 @@ func (l *Log) trim(sb *streamBuf) {
 	minPos := l.minFollowerPos()
 	for sb.cost > l.limit && len(sb.chunks) > 1 && sb.chunks[0].end() <= minPos {
 		c := sb.chunks[0]
+		l.dropped += int64(len(c.data))
 		sb.cost -= int64(cap(c.data)) + chunkOverhead
 		sb.chunks[0] = chunk{}
 		sb.chunks = sb.chunks[1:]
@@ -141,6 +156,7 @@ func (l *Log) trim(sb *streamBuf) {
 		c := &sb.chunks[0]
 		drop := min(int64(len(c.data))-l.limit, minPos-c.off)
 		if drop > 0 {
+			l.dropped += drop
 			kept := make([]byte, int64(len(c.data))-drop)
 			copy(kept, c.data[drop:])
 			c.off += drop
@@ -186,13 +202,18 @@ func (l *Log) wake() {
 }
 
 // Close marks the log complete; readers see closed once they reach End.
+// In a Budget, its bytes are then the first to go when room is needed.
 func (l *Log) Close() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.closed {
+	first := !l.closed
+	if first {
 		l.closed = true
 		l.wake()
 		l.room.Broadcast()
+	}
+	l.mu.Unlock()
+	if first && l.budget != nil {
+		l.budget.finish(l)
 	}
 }
 

@@ -109,9 +109,12 @@ type CommandStatus struct {
 	Error      string     `json:"error,omitempty"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
-	// Background and OutputBytes are additions.
+	// Background, OutputBytes and OutputDropped are additions.
 	Background  bool  `json:"background"`
 	OutputBytes int64 `json:"output_bytes"`
+	// OutputDropped is how many of the output's bytes are no longer
+	// retained (the per-stream limit, or execd's total).
+	OutputDropped int64 `json:"output_dropped"`
 }
 
 // SignalRequest (addition) is the body of POST /command/{id}/signal.

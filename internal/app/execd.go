@@ -28,6 +28,7 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 	tokenFD := fs.Int("access-token-fd", 0, "read the access token from this inherited file descriptor (to EOF)")
 	workdir := fs.String("workdir", "", "default working directory of commands")
 	outputLimit := fs.Int64("output-limit", 8<<20, "bytes of output retained per stream of a command")
+	outputTotal := fs.Int64("output-total", 128<<20, "bytes of output retained by all commands together (oldest finished dropped first)")
 	retention := fs.Duration("retention", 10*time.Minute, "how long finished commands are kept")
 	maxCommands := fs.Int("max-commands", 256, "concurrently running commands")
 	maxUpload := fs.Int64("max-upload", 0, "largest uploaded file in bytes (0: no limit)")
@@ -70,6 +71,7 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 		Python:         *python,
 		Node:           *node,
 		OutputLimit:    *outputLimit,
+		OutputTotal:    *outputTotal,
 		Retention:      *retention,
 		MaxCommands:    *maxCommands,
 		MaxUploadBytes: *maxUpload,
