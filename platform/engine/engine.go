@@ -19,6 +19,7 @@ package engine
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 // Descriptor says what an engine kind is and needs.
@@ -267,4 +268,36 @@ func (a imaged) Descriptor() Descriptor {
 	d := a.Adapter.Descriptor()
 	d.Image = a.image
 	return d
+}
+
+// Helpers for adapters: the pieces every codec of a JSON-lines program
+// writes the same way.
+
+// JSONLine returns v as one LF-terminated JSON line, the form EncodeInput,
+// EncodeInterrupt and EncodeAnswer return.
+func JSONLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ShellQuote quotes s as one word for bash (Launch.Command runs under
+// bash -c).
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// FrameOf returns a Frame event of an AI SDK UI chunk given as its fields.
+func FrameOf(fields map[string]any) Event {
+	b, _ := json.Marshal(fields)
+	return Event{Kind: Frame, Chunk: b}
+}
+
+// OrNull is m, or JSON null when m is empty (a chunk field that must be
+// present).
+func OrNull(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 {
+		return json.RawMessage("null")
+	}
+	return m
 }

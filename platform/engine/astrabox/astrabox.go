@@ -4,9 +4,9 @@
 package astrabox
 
 import (
-	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/astrabox/astrabox/platform/engine"
@@ -59,19 +59,19 @@ func (Adapter) Launch(cfg engine.Config) (engine.Launch, error) {
 	// (the box's /workspace).
 	ws := `"$PWD"`
 	if cfg.Workspace != "" {
-		ws = shellQuote(cfg.Workspace)
+		ws = engine.ShellQuote(cfg.Workspace)
 	}
 	dir := stateDir(cfg.SessionID)
 	statePath := dir + "/conversation.jsonl"
-	args := []string{`"${ASTRABOX_BIN:-/.astrabox/astrabox}"`, "agent", "--state", shellQuote(statePath),
+	args := []string{`"${ASTRABOX_BIN:-/.astrabox/astrabox}"`, "agent", "--state", engine.ShellQuote(statePath),
 		"--workspace", ws, "--permission-mode", mode}
 	if cfg.Tools != nil {
 		for _, t := range cfg.Tools {
-			if !contains(Tools, t) {
+			if !slices.Contains(Tools, t) {
 				return engine.Launch{}, fmt.Errorf("astrabox: unknown tool %q (tools: %s)", t, strings.Join(Tools, ", "))
 			}
 		}
-		args = append(args, "--tools", shellQuote(strings.Join(cfg.Tools, ",")))
+		args = append(args, "--tools", engine.ShellQuote(strings.Join(cfg.Tools, ",")))
 	}
 	l := engine.Launch{
 		Env: map[string]string{
@@ -84,48 +84,30 @@ func (Adapter) Launch(cfg engine.Config) (engine.Launch, error) {
 	if cfg.Instructions != "" {
 		instructions := dir + "/instructions.md"
 		l.Files = append(l.Files, engine.File{Path: instructions, Content: []byte(cfg.Instructions), Mode: 0o600})
-		args = append(args, "--instructions-file", shellQuote(instructions))
+		args = append(args, "--instructions-file", engine.ShellQuote(instructions))
 	}
-	l.Command = "mkdir -p " + shellQuote(path.Dir(statePath)) + " && exec " + strings.Join(args, " ")
+	l.Command = "mkdir -p " + engine.ShellQuote(path.Dir(statePath)) + " && exec " + strings.Join(args, " ")
 	return l, nil
 }
 
 // EncodeInput implements engine.Adapter; the agent queues inputs itself,
 // so Busy needs no other form.
 func (Adapter) EncodeInput(in engine.Input) ([]byte, error) {
-	return line(map[string]any{"type": "input", "id": in.ID, "content": in.Content})
+	return engine.JSONLine(map[string]any{"type": "input", "id": in.ID, "content": in.Content})
 }
 
 // EncodeInterrupt implements engine.Adapter.
-func (Adapter) EncodeInterrupt() ([]byte, error) { return line(map[string]any{"type": "interrupt"}) }
+func (Adapter) EncodeInterrupt() ([]byte, error) {
+	return engine.JSONLine(map[string]any{"type": "interrupt"})
+}
 
 // EncodeAnswer implements engine.Adapter.
 func (Adapter) EncodeAnswer(a engine.Answer) ([]byte, error) {
 	if a.Decision != "approve" && a.Decision != "reject" {
 		return nil, fmt.Errorf("astrabox: the built-in agent only asks approvals (decision approve or reject)")
 	}
-	return line(map[string]any{"type": "answer", "interaction_id": a.InteractionID, "decision": a.Decision, "comment": a.Comment})
+	return engine.JSONLine(map[string]any{"type": "answer", "interaction_id": a.InteractionID, "decision": a.Decision, "comment": a.Comment})
 }
 
 // NewDecoder implements engine.Adapter.
 func (Adapter) NewDecoder() engine.Decoder { return &decoder{} }
-
-func line(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
-// shellQuote quotes s for bash.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}

@@ -34,12 +34,6 @@ type event struct {
 // decoder translates the agent's events into UI chunks and control events.
 type decoder struct{}
 
-// frame returns a Frame event of the UI chunk fields.
-func frame(fields map[string]any) engine.Event {
-	b, _ := json.Marshal(fields)
-	return engine.Event{Kind: engine.Frame, Chunk: b}
-}
-
 // Decode implements engine.Decoder.
 func (d *decoder) Decode(raw []byte) []engine.Event {
 	var ev event
@@ -59,26 +53,26 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 	case "state":
 		return []engine.Event{{Kind: engine.StateChanged, State: ev.State}}
 	case "step.start":
-		return []engine.Event{frame(map[string]any{"type": "start-step"})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "start-step"})}
 	case "step.finish":
-		return []engine.Event{frame(map[string]any{"type": "finish-step"})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "finish-step"})}
 	case "text.start", "text.end", "reasoning.start", "reasoning.end":
-		return []engine.Event{frame(map[string]any{"type": dash(ev.Type), "id": ev.ID})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": dash(ev.Type), "id": ev.ID})}
 	case "text.delta", "reasoning.delta":
-		return []engine.Event{frame(map[string]any{"type": dash(ev.Type), "id": ev.ID, "delta": ev.Delta})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": dash(ev.Type), "id": ev.ID, "delta": ev.Delta})}
 	case "tool.start":
-		return []engine.Event{frame(map[string]any{"type": "tool-input-start", "toolCallId": ev.ID, "toolName": ev.Name, "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-start", "toolCallId": ev.ID, "toolName": ev.Name, "dynamic": true})}
 	case "tool.call":
-		return []engine.Event{frame(map[string]any{"type": "tool-input-available", "toolCallId": ev.ID, "toolName": ev.Name, "input": orNull(ev.Input), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-available", "toolCallId": ev.ID, "toolName": ev.Name, "input": engine.OrNull(ev.Input), "dynamic": true})}
 	case "tool.result":
-		return []engine.Event{frame(map[string]any{"type": "tool-output-available", "toolCallId": ev.ID, "output": orNull(ev.Output), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-available", "toolCallId": ev.ID, "output": engine.OrNull(ev.Output), "dynamic": true})}
 	case "tool.error":
-		return []engine.Event{frame(map[string]any{"type": "tool-output-error", "toolCallId": ev.ID, "errorText": errorText(ev.Error), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-error", "toolCallId": ev.ID, "errorText": errorText(ev.Error), "dynamic": true})}
 	case "tool.denied":
-		return []engine.Event{frame(map[string]any{"type": "tool-output-denied", "toolCallId": ev.ID})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-denied", "toolCallId": ev.ID})}
 	case "approval.request":
 		return []engine.Event{
-			frame(map[string]any{"type": "tool-approval-request", "approvalId": ev.InteractionID, "toolCallId": ev.ToolCallID}),
+			engine.FrameOf(map[string]any{"type": "tool-approval-request", "approvalId": ev.InteractionID, "toolCallId": ev.ToolCallID}),
 			{Kind: engine.InteractionRequested, Interaction: &engine.Interaction{
 				ID: ev.InteractionID, Kind: "approval", ToolCallID: ev.ToolCallID, ToolName: ev.Name, Input: ev.Input}},
 		}
@@ -107,13 +101,6 @@ func dash(t string) string {
 		}
 	}
 	return string(b)
-}
-
-func orNull(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage("null")
-	}
-	return m
 }
 
 // errorText reads a tool error, a string or {message}.

@@ -97,11 +97,6 @@ func newDecoder() *decoder {
 	return &decoder{parts: map[string]string{}, toolNames: map[string]string{}}
 }
 
-func frame(fields map[string]any) engine.Event {
-	b, _ := json.Marshal(fields)
-	return engine.Event{Kind: engine.Frame, Chunk: b}
-}
-
 // Decode implements engine.Decoder.
 func (d *decoder) Decode(raw []byte) []engine.Event {
 	var ev event
@@ -120,15 +115,15 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 	case "message_end":
 		return d.messageEnd(ev)
 	case "tool_execution_update":
-		return []engine.Event{frame(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID,
-			"output": orNull(ev.PartialResult), "preliminary": true, "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID,
+			"output": engine.OrNull(ev.PartialResult), "preliminary": true, "dynamic": true})}
 	case "tool_execution_end":
 		if ev.IsError {
-			return []engine.Event{frame(map[string]any{"type": "tool-output-error", "toolCallId": ev.ToolCallID,
+			return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-error", "toolCallId": ev.ToolCallID,
 				"errorText": resultText(ev.Result), "dynamic": true})}
 		}
-		return []engine.Event{frame(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID,
-			"output": orNull(ev.Result), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID,
+			"output": engine.OrNull(ev.Result), "dynamic": true})}
 	case "turn_end":
 		// pi has appended the turn's messages to its session file.
 		return []engine.Event{{Kind: engine.StateGrew}}
@@ -136,7 +131,7 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 		return d.agentEnd()
 	case "auto_retry_start":
 		d.awaitingRetry = false
-		return []engine.Event{frame(map[string]any{"type": "data-retry", "transient": true, "data": map[string]any{
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "data-retry", "transient": true, "data": map[string]any{
 			"attempt": ev.Attempt, "maxAttempts": ev.MaxAttempts, "delayMs": ev.DelayMs, "error": ev.ErrorMessage}})}
 	case "auto_retry_end":
 		if ev.Success != nil && !*ev.Success && d.open {
@@ -149,10 +144,10 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 		}
 		return nil
 	case "compaction_start":
-		return []engine.Event{frame(map[string]any{"type": "data-compaction", "transient": true,
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "data-compaction", "transient": true,
 			"data": map[string]any{"phase": "start", "reason": ev.Reason}})}
 	case "compaction_end":
-		return []engine.Event{frame(map[string]any{"type": "data-compaction", "transient": true,
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "data-compaction", "transient": true,
 			"data": map[string]any{"phase": "end", "reason": ev.Reason, "aborted": ev.Aborted, "willRetry": ev.WillRetry, "error": ev.ErrorMessage}})}
 	case "turn_start", "tool_execution_start", "queue_update":
 		// Known, and nothing to show: a turn is a step (message_start), a
@@ -211,7 +206,7 @@ func (d *decoder) messageStart(ev event) []engine.Event {
 		return append(out, engine.Event{Kind: engine.InputConsumed, InputID: id})
 	case "assistant":
 		d.step++
-		return []engine.Event{frame(map[string]any{"type": "start-step"})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "start-step"})}
 	}
 	return nil // tool results and pi's own records
 }
@@ -230,13 +225,13 @@ func (d *decoder) update(ev event, raw []byte) []engine.Event {
 	case "text_start":
 		return d.openPart("text", text)
 	case "text_delta":
-		return append(d.openPart("text", text), frame(map[string]any{"type": "text-delta", "id": text, "delta": u.Delta}))
+		return append(d.openPart("text", text), engine.FrameOf(map[string]any{"type": "text-delta", "id": text, "delta": u.Delta}))
 	case "text_end":
 		return d.close(text)
 	case "thinking_start":
 		return d.openPart("reasoning", thinking)
 	case "thinking_delta":
-		return append(d.openPart("reasoning", thinking), frame(map[string]any{"type": "reasoning-delta", "id": thinking, "delta": u.Delta}))
+		return append(d.openPart("reasoning", thinking), engine.FrameOf(map[string]any{"type": "reasoning-delta", "id": thinking, "delta": u.Delta}))
 	case "thinking_end":
 		return d.close(thinking)
 	case "toolcall_start":
@@ -245,13 +240,13 @@ func (d *decoder) update(ev event, raw []byte) []engine.Event {
 			return nil // named by toolcall_end
 		}
 		d.toolNames[tc.ID] = tc.Name
-		return []engine.Event{frame(map[string]any{"type": "tool-input-start", "toolCallId": tc.ID, "toolName": tc.Name, "dynamic": true})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-start", "toolCallId": tc.ID, "toolName": tc.Name, "dynamic": true})}
 	case "toolcall_delta":
 		tc := partialToolCall(u.Partial, u.ContentIndex)
 		if tc == nil || d.toolNames[tc.ID] == "" {
 			return nil
 		}
-		return []engine.Event{frame(map[string]any{"type": "tool-input-delta", "toolCallId": tc.ID, "inputTextDelta": u.Delta})}
+		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-delta", "toolCallId": tc.ID, "inputTextDelta": u.Delta})}
 	case "toolcall_end":
 		if u.ToolCall == nil {
 			return nil
@@ -259,10 +254,10 @@ func (d *decoder) update(ev event, raw []byte) []engine.Event {
 		var out []engine.Event
 		if _, started := d.toolNames[u.ToolCall.ID]; !started {
 			d.toolNames[u.ToolCall.ID] = u.ToolCall.Name
-			out = append(out, frame(map[string]any{"type": "tool-input-start", "toolCallId": u.ToolCall.ID, "toolName": u.ToolCall.Name, "dynamic": true}))
+			out = append(out, engine.FrameOf(map[string]any{"type": "tool-input-start", "toolCallId": u.ToolCall.ID, "toolName": u.ToolCall.Name, "dynamic": true}))
 		}
-		return append(out, frame(map[string]any{"type": "tool-input-available", "toolCallId": u.ToolCall.ID,
-			"toolName": u.ToolCall.Name, "input": orNull(u.ToolCall.Arguments), "dynamic": true}))
+		return append(out, engine.FrameOf(map[string]any{"type": "tool-input-available", "toolCallId": u.ToolCall.ID,
+			"toolName": u.ToolCall.Name, "input": engine.OrNull(u.ToolCall.Arguments), "dynamic": true}))
 	}
 	return []engine.Event{{Kind: engine.Diagnostic, Text: string(raw)}}
 }
@@ -274,7 +269,7 @@ func (d *decoder) openPart(kind, id string) []engine.Event {
 		return nil
 	}
 	d.parts[id] = kind
-	return []engine.Event{frame(map[string]any{"type": kind + "-start", "id": id})}
+	return []engine.Event{engine.FrameOf(map[string]any{"type": kind + "-start", "id": id})}
 }
 
 // close ends an open part.
@@ -284,7 +279,7 @@ func (d *decoder) close(id string) []engine.Event {
 		return nil
 	}
 	delete(d.parts, id)
-	return []engine.Event{frame(map[string]any{"type": kind + "-end", "id": id})}
+	return []engine.Event{engine.FrameOf(map[string]any{"type": kind + "-end", "id": id})}
 }
 
 // messageEnd closes an assistant message's step and keeps its outcome.
@@ -298,9 +293,9 @@ func (d *decoder) messageEnd(ev event) []engine.Event {
 	d.usage.OutputTokens += m.Usage.Output
 	out := d.closeParts()
 	if m.StopReason == "error" && m.ErrorMessage != "" {
-		out = append(out, frame(map[string]any{"type": "data-model-error", "transient": true, "data": map[string]any{"message": m.ErrorMessage}}))
+		out = append(out, engine.FrameOf(map[string]any{"type": "data-model-error", "transient": true, "data": map[string]any{"message": m.ErrorMessage}}))
 	}
-	return append(out, frame(map[string]any{"type": "finish-step"}))
+	return append(out, engine.FrameOf(map[string]any{"type": "finish-step"}))
 }
 
 // closeParts ends the parts pi left open (an aborted message).
@@ -385,11 +380,4 @@ func resultText(raw json.RawMessage) string {
 		}
 	}
 	return b.String()
-}
-
-func orNull(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage("null")
-	}
-	return m
 }

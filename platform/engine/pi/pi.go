@@ -26,6 +26,7 @@ package pi
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/astrabox/astrabox/platform/engine"
@@ -90,7 +91,7 @@ func (Adapter) Launch(cfg engine.Config) (engine.Launch, error) {
 		return engine.Launch{}, fmt.Errorf("pi: a model name is required")
 	}
 	for _, t := range cfg.Tools {
-		if !contains(Tools, t) {
+		if !slices.Contains(Tools, t) {
 			return engine.Launch{}, fmt.Errorf("pi: unknown tool %q (tools: %s)", t, strings.Join(Tools, ", "))
 		}
 	}
@@ -114,13 +115,13 @@ func (Adapter) Launch(cfg engine.Config) (engine.Launch, error) {
 	if cfg.Instructions != "" {
 		l.Files = append(l.Files, engine.File{Path: dir + "/agent/AGENTS.md", Content: []byte(cfg.Instructions), Mode: 0o600})
 	}
-	args := []string{"pi", "--mode", "rpc", "--provider", provider, "--model", shellQuote(cfg.Model),
-		"--session", shellQuote(l.StatePath), "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes"}
+	args := []string{"pi", "--mode", "rpc", "--provider", provider, "--model", engine.ShellQuote(cfg.Model),
+		"--session", engine.ShellQuote(l.StatePath), "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes"}
 	if cfg.Tools != nil {
 		if len(cfg.Tools) == 0 {
 			args = append(args, "--no-tools")
 		} else {
-			args = append(args, "--tools", shellQuote(strings.Join(cfg.Tools, ",")))
+			args = append(args, "--tools", engine.ShellQuote(strings.Join(cfg.Tools, ",")))
 		}
 	}
 	l.Command = "exec " + strings.Join(args, " ")
@@ -147,11 +148,13 @@ func modelsJSON(cfg engine.Config) ([]byte, error) {
 // EncodeInput implements engine.Adapter. A prompt always says how to wait
 // if pi is still busy (see the package comment).
 func (Adapter) EncodeInput(in engine.Input) ([]byte, error) {
-	return line(map[string]any{"id": in.ID, "type": "prompt", "message": in.Content, "streamingBehavior": "followUp"})
+	return engine.JSONLine(map[string]any{"id": in.ID, "type": "prompt", "message": in.Content, "streamingBehavior": "followUp"})
 }
 
 // EncodeInterrupt implements engine.Adapter.
-func (Adapter) EncodeInterrupt() ([]byte, error) { return line(map[string]any{"type": "abort"}) }
+func (Adapter) EncodeInterrupt() ([]byte, error) {
+	return engine.JSONLine(map[string]any{"type": "abort"})
+}
 
 // EncodeAnswer implements engine.Adapter: pi opens no interactions.
 func (Adapter) EncodeAnswer(engine.Answer) ([]byte, error) {
@@ -160,23 +163,3 @@ func (Adapter) EncodeAnswer(engine.Answer) ([]byte, error) {
 
 // NewDecoder implements engine.Adapter.
 func (Adapter) NewDecoder() engine.Decoder { return newDecoder() }
-
-func line(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
-// shellQuote quotes s for bash.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}

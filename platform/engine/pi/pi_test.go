@@ -207,7 +207,7 @@ func record(t *testing.T) []byte {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", local(strings.Replace(l.Command, "exec pi ", "exec "+shellQuote(*piBin)+" ", 1)))
+	cmd := exec.CommandContext(ctx, "bash", "-c", local(strings.Replace(l.Command, "exec pi ", "exec "+engine.ShellQuote(*piBin)+" ", 1)))
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
 	for k, v := range l.Env {
