@@ -11,11 +11,7 @@
 package console_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,13 +19,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/astrabox/astrabox/internal/nodetest"
 
 	"github.com/astrabox/astrabox/internal/console"
 	"github.com/astrabox/astrabox/internal/fakemodel"
@@ -92,7 +88,7 @@ func script(gate <-chan struct{}) []fakemodel.Reply {
 // in jsdom).
 func TestConsoleUnits(t *testing.T) {
 	pkgDir, ctx := install(t)
-	npm(ctx, t, pkgDir, "test")
+	nodetest.NPM(ctx, t, pkgDir, "test")
 }
 
 // TestConsoleInChromium signs in, chats (a tool call, a reply resumed after
@@ -104,7 +100,7 @@ func TestConsoleInChromium(t *testing.T) {
 	testenv.Need(t, chromium != "", "chromium (apt-get install chromium)")
 	pkgDir, ctx := install(t)
 	build := t.TempDir()
-	npm(ctx, t, pkgDir, "run", "build", "--", "--outDir", build, "--emptyOutDir", "--logLevel", "warn")
+	nodetest.NPM(ctx, t, pkgDir, "run", "build", "--", "--outDir", build, "--emptyOutDir", "--logLevel", "warn")
 
 	gate := make(chan struct{})
 	var release sync.Once
@@ -139,7 +135,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if shots == "" {
 		shots = filepath.Join(pkgDir, "test-results")
 	}
-	runNode(ctx, t, pkgDir, map[string]string{
+	nodetest.RunTAP(ctx, t, pkgDir, "e2e/console.test.mjs", nodeTests, map[string]string{
 		"CONSOLE_URL":    site.URL,
 		"API_KEY":        servertest.Key,
 		"CHROMIUM":       chromium,
@@ -207,15 +203,10 @@ func install(t *testing.T) (string, context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
+	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout(t, 10*time.Minute))
 	t.Cleanup(cancel)
 	installOnce.Do(func() {
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = pkgDir
-		cmd.WaitDelay = 10 * time.Second
-		if out, err := cmd.CombinedOutput(); err != nil {
-			installErr = fmt.Errorf("npm ci: %w\n%s", err, out)
-		}
+		installErr = nodetest.RunNPM(ctx, pkgDir, "ci", "--no-audit", "--no-fund")
 	})
 	if installErr != nil {
 		t.Fatal(installErr)
@@ -234,76 +225,4 @@ func findChromium() string {
 		}
 	}
 	return ""
-}
-
-// testTimeout leaves a minute of the test binary's deadline for cleanup.
-func testTimeout(t *testing.T) time.Duration {
-	d := 10 * time.Minute
-	if dl, ok := t.Deadline(); ok {
-		if left := time.Until(dl) - time.Minute; left < d {
-			d = left
-		}
-	}
-	return d
-}
-
-func npm(ctx context.Context, t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "npm", args...)
-	cmd.Dir = dir
-	cmd.WaitDelay = 10 * time.Second
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// tapSummary matches the counters node's TAP reporter ends with.
-var tapSummary = regexp.MustCompile(`(?m)^# (tests|pass|fail|cancelled|skipped|todo) (\d+)$`)
-
-// runNode runs the suite with node --test and the TAP reporter, with vars
-// added to the environment. It fails the test, showing node's output,
-// unless node exits 0 and its summary counts nodeTests passed and nothing
-// else.
-func runNode(ctx context.Context, t *testing.T, dir string, vars map[string]string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=tap", "e2e/console.test.mjs")
-	cmd.Dir = dir
-	cmd.Env = os.Environ()
-	for k, v := range vars {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
-	counts := map[string]int{}
-	for _, m := range tapSummary.FindAllStringSubmatch(out.String(), -1) {
-		counts[m[1]], _ = strconv.Atoi(m[2])
-	}
-	want := map[string]int{"tests": nodeTests, "pass": nodeTests, "fail": 0, "cancelled": 0, "skipped": 0, "todo": 0}
-	var bad []string
-	for k, v := range want {
-		if counts[k] != v {
-			bad = append(bad, fmt.Sprintf("%s %d (want %d)", k, counts[k], v))
-		}
-	}
-	slices.Sort(bad)
-	if err != nil || len(bad) > 0 {
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatalf("node --test: %v\n%s", err, indent(out.String()))
-		}
-		t.Fatalf("node --test e2e/console.test.mjs: %v, summary %v; its output:\n%s", err, bad, indent(out.String()))
-	}
-	t.Logf("node --test e2e/console.test.mjs passed %d tests:\n%s", nodeTests, indent(out.String()))
-}
-
-func indent(s string) string {
-	var b strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		b.WriteString("    " + sc.Text() + "\n")
-	}
-	return b.String()
 }

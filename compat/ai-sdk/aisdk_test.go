@@ -29,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/nodetest"
+
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
@@ -168,9 +170,9 @@ func TestAISDKReadsAgentStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
+	ctx, cancel := context.WithTimeout(context.Background(), nodetest.Timeout(t, 8*time.Minute))
 	defer cancel()
-	installAI(ctx, t, pkgDir)
+	nodetest.NPM(ctx, t, pkgDir, "ci", "--no-audit", "--no-fund")
 
 	gate := make(chan struct{})
 	var release sync.Once
@@ -191,7 +193,7 @@ func TestAISDKReadsAgentStream(t *testing.T) {
 	t.Cleanup(releaseGate)
 
 	resultsFile := filepath.Join(t.TempDir(), "results.json")
-	runNode(ctx, t, pkgDir, map[string]string{
+	nodetest.RunTAP(ctx, t, pkgDir, "aisdk.test.mjs", nodeTests, map[string]string{
 		"ASTRABOX_URL":        env.URL,
 		"ASTRABOX_API_HEADER": api.HeaderAPIKey,
 		"ASTRABOX_API_KEY":    servertest.Key,
@@ -209,7 +211,7 @@ func TestAISDKReadsAgentStream(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("AISDK_SHOW_RESULTS") != "" {
-			t.Logf("what aisdk.test.mjs saw:\n%s", indent(string(b)))
+			t.Logf("what aisdk.test.mjs saw:\n%s", nodetest.Indent(string(b)))
 		}
 	})
 	var res results

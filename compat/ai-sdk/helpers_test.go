@@ -3,19 +3,11 @@ package aisdk_test
 // Reading the session's raw log, and running npm and node.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,82 +112,6 @@ func summarize(evs []logEvent) string {
 	var b strings.Builder
 	for _, e := range evs {
 		fmt.Fprintf(&b, "%d:%s ", e.Seq, e.Type)
-	}
-	return b.String()
-}
-
-// testTimeout leaves a minute of the test binary's deadline for cleanup.
-func testTimeout(t *testing.T) time.Duration {
-	d := 8 * time.Minute
-	if dl, ok := t.Deadline(); ok {
-		if left := time.Until(dl) - time.Minute; left < d {
-			d = left
-		}
-	}
-	return d
-}
-
-// installAI installs the pinned ai package into pkgDir/node_modules with
-// npm ci (from package-lock.json).
-func installAI(ctx context.Context, t *testing.T, pkgDir string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = pkgDir
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
-}
-
-// tapSummary matches the counters node's TAP reporter ends with.
-var tapSummary = regexp.MustCompile(`(?m)^# (tests|pass|fail|cancelled|skipped|todo) (\d+)$`)
-
-// runNode runs aisdk.test.mjs with node --test and the TAP reporter, with
-// vars added to the environment. It fails the test, showing node's output,
-// unless node exits 0 and its summary counts nodeTests passed tests and
-// nothing else.
-func runNode(ctx context.Context, t *testing.T, pkgDir string, vars map[string]string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=tap", "aisdk.test.mjs")
-	cmd.Dir = pkgDir
-	cmd.Env = os.Environ()
-	for k, v := range vars {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
-	counts := map[string]int{}
-	for _, m := range tapSummary.FindAllStringSubmatch(out.String(), -1) {
-		counts[m[1]], _ = strconv.Atoi(m[2])
-	}
-	want := map[string]int{"tests": nodeTests, "pass": nodeTests, "fail": 0, "cancelled": 0, "skipped": 0, "todo": 0}
-	var bad []string
-	for k, v := range want {
-		if counts[k] != v {
-			bad = append(bad, fmt.Sprintf("%s %d (want %d)", k, counts[k], v))
-		}
-	}
-	slices.Sort(bad)
-	if err != nil || len(bad) > 0 {
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatalf("node --test aisdk.test.mjs: %v\n%s", err, indent(out.String()))
-		}
-		t.Fatalf("node --test aisdk.test.mjs: %v, summary %v; its output:\n%s", err, bad, indent(out.String()))
-	}
-	t.Logf("node --test aisdk.test.mjs passed %d tests:\n%s", nodeTests, indent(out.String()))
-}
-
-// indent indents every line of s, for output quoted in the test log.
-func indent(s string) string {
-	var b strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		b.WriteString("    " + sc.Text() + "\n")
 	}
 	return b.String()
 }

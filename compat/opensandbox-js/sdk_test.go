@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/nodetest"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/astrabox/astrabox/client"
@@ -109,17 +111,6 @@ func runSDKTest(ctx context.Context, t *testing.T, pkgDir string, srv *server, i
 	if err != nil {
 		t.Fatalf("node --test sdk.test.mjs: %v (its output is above; the server log follows)", err)
 	}
-}
-
-// testTimeout leaves a minute of the test binary's deadline for cleanup.
-func testTimeout(t *testing.T) time.Duration {
-	d := 10 * time.Minute
-	if dl, ok := t.Deadline(); ok {
-		if left := time.Until(dl) - time.Minute; left < d {
-			d = left
-		}
-	}
-	return d
 }
 
 // installSDK installs the pinned SDK into pkgDir/node_modules: npm ci from
@@ -365,3 +356,6 @@ func (b *syncBuffer) String() string {
 	}
 	return out.String()
 }
+
+// testTimeout leaves a minute of the test binary's deadline for cleanup.
+func testTimeout(t *testing.T) time.Duration { return nodetest.Timeout(t, 10*time.Minute) }
