@@ -12,6 +12,10 @@ RUN_FLAGS    ?=
 
 .DEFAULT_GOAL := help
 
+# A target whose recipe fails is removed (a half-written rootfs tarball
+# must not pass for a built one).
+.DELETE_ON_ERROR:
+
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
