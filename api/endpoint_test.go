@@ -138,7 +138,7 @@ func TestProxyRequestBodiesUnderLoad(t *testing.T) {
 				switch {
 				case err != nil:
 					errs <- fmt.Errorf("request %d-%d: body cut after %q: %v", w, i, b, err)
-				case resp.StatusCode != 200 || !strings.Contains(string(b), fmt.Sprintf(`%d-%d\n`, w, i)) || !strings.Contains(string(b), "execution_complete"):
+				case resp.StatusCode != 200 || !strings.Contains(string(b), fmt.Sprintf(`"text":"%d-%d"`, w, i)) || !strings.Contains(string(b), "execution_complete"):
 					errs <- fmt.Errorf("request %d-%d: %d %q", w, i, resp.StatusCode, b)
 				}
 			}
