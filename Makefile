@@ -85,6 +85,24 @@ dist/pi-rootfs.tar.gz: image/pi.sh image/pi/install.sh image/pi/package-lock.jso
 	mkdir -p dist
 	NO_IMPORT=1 image/pi.sh pi $(CURDIR)/$@
 
+# The kubernetes backend's execd image: only the static binary, as
+# /astrabox, in an OCI archive (docker-archive layout) for
+# `ctr -n k8s.io images import` or a registry push (skopeo, crane).
+EXECD_IMAGE ?= astrabox.local/execd:$(VERSION)
+
+.PHONY: image-execd
+image-execd: build ## build the kubernetes backend's execd image as dist/execd-image.tar (EXECD_IMAGE=ref)
+	mkdir -p dist
+	hack/k8s/cluster.sh binary_image dist/execd-image.tar $(EXECD_IMAGE) $(BIN)
+
+.PHONY: k8s-up
+k8s-up: ## start the offline single-node test cluster (hack/k8s/cluster.sh; root; first run builds Kubernetes, ~10 min)
+	hack/k8s/cluster.sh up
+
+.PHONY: k8s-down
+k8s-down: ## stop the test cluster and leave the host as it was
+	hack/k8s/cluster.sh down
+
 .PHONY: fuzz
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$($(GO) list ./...); do \

@@ -229,7 +229,7 @@ func TestBadInput(t *testing.T) {
 		{"delete unknown", "DELETE", "/v1/sandboxes/nope", ``, 404, sandbox.CodeSandboxNotFound},
 		{"renew without body", "POST", "/v1/sandboxes/nope/renew-expiration", ``, 400, sandbox.CodeInvalidRequest},
 		{"bad port", "GET", "/v1/sandboxes/nope/endpoints/99999", ``, 400, sandbox.CodeInvalidRequest},
-		{"snapshots", "GET", "/v1/snapshots", ``, 501, sandbox.CodeNotSupported},
+		{"unknown snapshot", "GET", "/v1/snapshots/snap-nope", ``, 404, sandbox.CodeNotFound},
 		{"huge body", "POST", "/v1/sandboxes", `{"metadata":{"a":"` + strings.Repeat("x", 2<<20) + `"}}`, 413, sandbox.CodePayloadTooLarge},
 	}
 	for _, tt := range tests {

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/exactbody"
+
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -183,6 +185,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
 		return
 	}
+	if port == egress.InBoxAPIPort { // OpenSandbox's egress API, served here (egress.go)
+		s.serveEgressAPI(w, r, id)
+		return
+	}
 	rec, err := s.svc.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
@@ -222,9 +228,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 			}
 			pr.Out.Header.Set(wire.HeaderAccessToken, token)
 			pr.SetXForwarded()
-			if pr.Out.Body != nil && pr.Out.ContentLength > 0 {
-				pr.Out.Body = &exactBody{ReadCloser: pr.Out.Body, left: pr.Out.ContentLength}
-			}
+			pr.Out.Body = exactbody.Wrap(pr.Out.Body, pr.Out.ContentLength)
 		},
 		Transport:     s.transport,
 		FlushInterval: -1,
@@ -234,32 +238,4 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(w, r)
-}
-
-// exactBody is a request body of declared length that ends after its last
-// byte by itself. http.Transport reads a body once more past the declared
-// length to check there is nothing left; when the sandbox has already
-// answered (execd answers as soon as it has parsed the body), the server
-// may by then have closed the inbound body (net/http drains and closes an
-// unread request body when the response starts), that read fails, and the
-// transport drops the sandbox connection mid-answer: the client saw a cut
-// stream (golang/go#40747). A body the client cuts short still fails.
-type exactBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *exactBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	if b.left <= 0 && err == nil {
-		err = io.EOF
-	}
-	return n, err
 }

@@ -50,9 +50,7 @@ func toWire(rec *store.Sandbox) Sandbox {
 // the rest of lim on the merged spec.
 func toCreateRequest(req CreateSandboxRequest, lim lifecycle.Limits) (lifecycle.CreateRequest, error) {
 	var out lifecycle.CreateRequest
-	if req.SnapshotID != "" {
-		return out, sandbox.Errorf(sandbox.CodeNotSupported, "restoring from snapshots is not supported by this server yet")
-	}
+	out.SnapshotID = req.SnapshotID
 	if req.Platform != nil && (req.Platform.OS != "linux" || req.Platform.Arch != "amd64") {
 		return out, sandbox.Errorf(sandbox.CodeCapability, "platform %s/%s is not available (available: linux/amd64)", req.Platform.OS, req.Platform.Arch)
 	}
@@ -62,9 +60,11 @@ func toCreateRequest(req CreateSandboxRequest, lim lifecycle.Limits) (lifecycle.
 			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "image.uri must not be empty")
 		}
 	}
-	if len(req.Volumes) > 0 {
-		return out, sandbox.Errorf(sandbox.CodeCapability, "capability persistent-workspace (volumes) is not supported by this server yet")
+	vols, err := toVolumes(req.Volumes)
+	if err != nil {
+		return out, err
 	}
+	out.Volumes = vols
 	maxSeconds := int64(lim.Timeout() / time.Second)
 	if req.Timeout != nil {
 		if *req.Timeout < minTimeout {
@@ -109,43 +109,25 @@ func toCreateRequest(req CreateSandboxRequest, lim lifecycle.Limits) (lifecycle.
 		}
 		out.Network = &np
 	}
+	// Extension "network": "none" asks for no network at all, where
+	// OpenSandbox's closest, a deny-all policy, is a box whose egress proxy
+	// refuses everything and can be widened at run time (what a remote
+	// backend in front of AstraBox sends for network none).
+	if v, ok := req.Extensions["network"]; ok {
+		if v != string(sandbox.NetworkNone) {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "extension network must be none, got %q", v)
+		}
+		if n := out.Network; n != nil && n.Mode != sandbox.NetworkNone && (n.DefaultAction != "deny" || len(n.Rules) > 0) {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "extension network none contradicts the networkPolicy, which lets traffic out")
+		}
+		out.Network = &sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}
+	}
 	out.Profile = req.Extensions["profile"]
 	out.Backend = req.Backend
 	if b := req.Extensions["backend"]; b != "" && out.Backend == "" {
 		out.Backend = b
 	}
 	return out, nil
-}
-
-// toNetworkPolicy maps OpenSandbox's egress policy onto network modes:
-// allow-all is unrestricted, deny with allow rules is limited, deny alone
-// is none.
-func toNetworkPolicy(p NetworkPolicy) (sandbox.NetworkPolicy, error) {
-	switch p.DefaultAction {
-	case "allow", "":
-		for _, r := range p.Egress {
-			if r.Action == "deny" {
-				return sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeCapability, "capability network deny-lists is not supported (use defaultAction deny with allow rules)")
-			}
-		}
-		if p.DefaultAction == "" && len(p.Egress) == 0 {
-			return sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}, nil
-		}
-		return sandbox.NetworkPolicy{Mode: sandbox.NetworkUnrestricted}, nil
-	case "deny":
-		var allow []string
-		for _, r := range p.Egress {
-			if r.Action != "allow" {
-				return sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "egress rule action must be allow or deny, got %q", r.Action)
-			}
-			allow = append(allow, r.Target)
-		}
-		if len(allow) == 0 {
-			return sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}, nil
-		}
-		return sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, Allow: allow}, nil
-	}
-	return sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "networkPolicy.defaultAction must be allow or deny, got %q", p.DefaultAction)
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {

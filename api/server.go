@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/astrabox/astrabox/api/shipyard"
 	"github.com/astrabox/astrabox/internal/console"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
@@ -122,17 +123,24 @@ func (s *Server) routes() {
 		s.handle("POST "+prefix+"/metrics/events", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 		s.handle("GET "+prefix+"/profiles", s.listProfiles)
 		s.handle("PUT "+prefix+"/profiles/{name}", s.putProfile)
-		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", s.notSupported("snapshots"))
-		s.handle("GET "+prefix+"/snapshots", s.notSupported("snapshots"))
-		s.handle("GET "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))
-		s.handle("DELETE "+prefix+"/snapshots/{sid}", s.notSupported("snapshots"))
+		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", s.createSnapshot)
+		s.handle("GET "+prefix+"/snapshots", s.listSnapshots)
+		s.handle("GET "+prefix+"/snapshots/{sid}", s.getSnapshot)
+		s.handle("DELETE "+prefix+"/snapshots/{sid}", s.deleteSnapshot)
+		s.handle("GET "+prefix+"/volumes", s.listVolumes)
+		s.handle("DELETE "+prefix+"/volumes/{name}", s.deleteVolume)
 	}
+	s.egressRoutes()
 	if s.plat != nil {
 		s.platformRoutes()
 	}
 	// The proxy authenticates itself (API key or a signed endpoint token).
 	s.mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}", s.proxy)
 	s.mux.HandleFunc("/v1/sandboxes/{id}/proxy/{port}/{rest...}", s.proxy)
+	// The Shipyard Neo (Bay) compatible API for Bay's clients (AstrBot):
+	// Bay's routes, bearer auth with the same key, Bay's error shape.
+	s.mux.Handle("/shipyard/", http.StripPrefix("/shipyard", shipyard.New(shipyard.Config{
+		Service: s.svc, Store: s.cfg.Store, KeyValid: s.KeyValid, Logger: s.log.With("component", "shipyard")})))
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /readyz", s.ready)
@@ -164,11 +172,14 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	})
 }
 
-func (s *Server) authorized(r *http.Request) bool {
+func (s *Server) authorized(r *http.Request) bool { return s.KeyValid(r.Header.Get(HeaderAPIKey)) }
+
+// KeyValid reports whether key is the API key (any key, or none, with
+// Config.Insecure).
+func (s *Server) KeyValid(key string) bool {
 	if s.cfg.Insecure {
 		return true
 	}
-	key := r.Header.Get(HeaderAPIKey)
 	if key == "" {
 		return false
 	}
@@ -221,12 +232,6 @@ func (r *statusRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the connection (hijacking for
 // WebSocket upgrades through the proxy).
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func (s *Server) notSupported(what string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, sandbox.Errorf(sandbox.CodeNotSupported, "%s are not supported by this server yet", what))
-	}
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -42,6 +42,7 @@ const (
 	FormatOCI      = "oci-layout"
 	FormatRegistry = "registry"
 	FormatBuiltIn  = "built-in"
+	FormatSnapshot = "snapshot"
 )
 
 // Names in the store's directory.
@@ -75,6 +76,9 @@ type Info struct {
 	Created time.Time `json:"created,omitzero"`
 	// Config is how to run the image, when the archive had an image config.
 	Config *Config `json:"config,omitempty"`
+	// Labels are key-value pairs of the image's maker (a snapshot's
+	// record: see Derive).
+	Labels map[string]string `json:"labels,omitempty"`
 	// BuiltIn marks the host image, which has no directory in the store.
 	BuiltIn bool `json:"built_in,omitempty"`
 	// RootFS is the directory of the root file system (not stored).

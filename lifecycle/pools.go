@@ -29,7 +29,7 @@ const claimAttempts = 3
 
 // poolKey names the boxes interchangeable for one another: same profile,
 // backend and everything that shapes a box (image, entrypoint, env,
-// resources, network, workspace, runtime). Metadata and timeouts belong to the
+// resources, network, workspace, runtime, volumes). Metadata and timeouts belong to the
 // record and are set when a box is claimed; requested capabilities are
 // only checked, never applied.
 func poolKey(profile, backend string, spec sandbox.Spec) string {
@@ -42,7 +42,8 @@ func poolKey(profile, backend string, spec sandbox.Spec) string {
 		Network    sandbox.NetworkPolicy
 		Workspace  *sandbox.Workspace
 		Runtime    string
-	}{backend, spec.Image, spec.Entrypoint, spec.Env, spec.Resources, spec.Network, spec.Workspace, spec.Runtime}
+		Volumes    []sandbox.Volume `json:",omitempty"` // pool boxes have none
+	}{backend, spec.Image, spec.Entrypoint, spec.Env, spec.Resources, spec.Network, spec.Workspace, spec.Runtime, spec.Volumes}
 	if len(shape.Env) == 0 {
 		shape.Env = nil
 	}
@@ -238,7 +239,7 @@ func (s *Service) addPoolMember(ctx context.Context, backend, key string, t pool
 		Image: t.spec.Image, Spec: specJSON, Entrypoint: t.spec.Entrypoint, CreatedAt: now, UpdatedAt: now, LastActiveAt: now,
 		Instance: s.Instance(ctx, backend),
 	}
-	return s.provision(ctx, rec, t.spec)
+	return s.provision(ctx, rec, t.spec, nil)
 }
 
 // poolStats counts claims per pool and outcome ("hit", "miss").

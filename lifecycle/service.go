@@ -214,6 +214,16 @@ type CreateRequest struct {
 	IdleTimeout  *time.Duration
 	Network      *sandbox.NetworkPolicy
 	Capabilities []sandbox.Capability
+	// Recorded, when set, is called once with a copy of the new record as
+	// soon as it is in the store (Pending, before the backend's create), so
+	// that a caller running Create in the background learns the id at
+	// once. A box claimed from a warm pool is Running at once; Recorded is
+	// not called for it, and Create returns promptly.
+	Recorded func(store.Sandbox)
+	// Volumes are mounted into the box (see sandbox.Volume).
+	Volumes []sandbox.Volume
+	// SnapshotID starts the box from a snapshot (see fromSnapshot).
+	SnapshotID string
 }
 
 // newID returns a sandbox id: 20 lower-case alphanumerics.
@@ -229,6 +239,9 @@ func newID() string {
 
 // plan merges a request over its profile into a backend and a Spec.
 func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.Spec, Profile, error) {
+	if err := s.fromSnapshot(ctx, &req); err != nil {
+		return "", sandbox.Spec{}, Profile{}, err
+	}
 	name := req.Profile
 	if name == "" {
 		name = "default"
@@ -261,6 +274,7 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 		Capabilities: append(append([]sandbox.Capability{}, prof.Capabilities...), req.Capabilities...),
 		Metadata:     req.Metadata,
 		Runtime:      prof.Runtime,
+		Volumes:      req.Volumes,
 	}
 	for k, v := range prof.Env {
 		spec.Env[k] = v
@@ -334,7 +348,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		exp := now.Add(spec.Timeout)
 		rec.ExpiresAt = &exp
 	}
-	if err := s.provision(ctx, rec, spec); err != nil {
+	if err := s.provision(ctx, rec, spec, req.Recorded); err != nil {
 		return rec, err
 	}
 	createSeconds.observe(backend, time.Since(start))
@@ -347,12 +361,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 // backend's client-safe message (its error, which it returns, goes to the
 // log). A record another writer moved out of Pending meanwhile (a delete)
 // keeps its state: provision then returns CONFLICT and leaves the box to
-// that writer and the reconciler.
-func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec) error {
+// that writer and the reconciler. recorded, when not nil, is called with
+// a copy of rec once it is stored.
+func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec, recorded func(store.Sandbox)) error {
 	if err := s.cfg.Store.CreateSandbox(ctx, rec); err != nil {
 		return fmt.Errorf("record sandbox: %w", err)
 	}
 	s.emit(ctx, rec)
+	if recorded != nil {
+		recorded(*rec)
+	}
 	unlock := s.lock(rec.ID)
 	defer unlock()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CreateTimeout)

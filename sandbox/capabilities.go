@@ -69,6 +69,10 @@ type Capabilities struct {
 	Browser             bool          `json:"browser"`
 	GPU                 bool          `json:"gpu"`
 	PersistentWorkspace bool          `json:"persistentWorkspace"`
+	// HostPathVolumes says that Spec volumes may name host directories
+	// (under the roots the backend's configuration allows); named volumes
+	// need PersistentWorkspace.
+	HostPathVolumes bool `json:"hostPathVolumes,omitempty"`
 	// Runtimes are the OCI runtimes a Spec may name, with the isolation
 	// each gives; empty when the backend offers no choice (Isolation is
 	// then the only one).
@@ -122,6 +126,14 @@ func (c Capabilities) List() []Capability {
 // together with what is available.
 func (c Capabilities) Check(s Spec) error {
 	need := slices.Clone(s.Capabilities)
+	if len(s.Volumes) > 0 && !c.PersistentWorkspace {
+		return &Error{Code: CodeCapability, Message: "capability " + string(CapPersistentWorkspace) + " (volumes) is not supported by this backend; available: " + joinCaps(c.List())}
+	}
+	for _, v := range s.Volumes {
+		if v.HostPath != "" && !c.HostPathVolumes {
+			return &Error{Code: CodeCapability, Message: "host-path volumes are not enabled on this backend (the server allows no host path roots); use a named volume (pvc)"}
+		}
+	}
 	switch s.Network.Mode {
 	case NetworkLimited:
 		need = append(need, CapNetworkLimited)

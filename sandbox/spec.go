@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -20,9 +21,39 @@ const (
 )
 
 // NetworkPolicy is the network a sandbox gets.
+//
+// In mode NetworkLimited the box's only way out is AstraBox's egress
+// proxy, which decides each connection by Rules, in order (the first rule
+// whose target matches wins), then Allow (each an allow rule), then
+// DefaultAction. Targets are an exact domain ("pypi.org"), a wildcard
+// domain ("*.example.com": its subdomains), an IP address or a CIDR, each
+// optionally with a port ("example.com:443", "[2001:db8::1]:443",
+// "10.0.0.0/8:5432"); package egress parses and matches them.
 type NetworkPolicy struct {
 	Mode  NetworkMode `json:"mode"`
-	Allow []string    `json:"allow,omitempty"` // host names or CIDRs; only for NetworkLimited
+	Allow []string    `json:"allow,omitempty"` // allow targets; only for NetworkLimited
+	// DefaultAction (NetworkLimited only) decides a connection no rule
+	// matches: "deny" (the default, "") or "allow".
+	DefaultAction string `json:"defaultAction,omitempty"`
+	// Rules (NetworkLimited only) are OpenSandbox's egress rules.
+	Rules []NetworkRule `json:"rules,omitempty"`
+}
+
+// NetworkRule is one egress rule of a limited network: Action "allow" or
+// "deny" of Target (see NetworkPolicy).
+type NetworkRule struct {
+	Action string `json:"action"`
+	Target string `json:"target"`
+}
+
+// PolicySetter is a Provider that changes the egress policy of a running
+// box of mode NetworkLimited in place, without restarting it; the new
+// policy applies to every connection and name lookup the box makes after
+// SetNetworkPolicy returns. Errors: a box that does not exist wraps
+// ErrNotFound; a box of another mode, or a policy of another mode, is
+// CodeCapability; a policy the backend cannot parse is CodeInvalidRequest.
+type PolicySetter interface {
+	SetNetworkPolicy(ctx context.Context, id string, p NetworkPolicy) error
 }
 
 // Resources are the limits a backend enforces on a box. Zero means the
@@ -69,6 +100,9 @@ type Spec struct {
 	Capabilities []Capability      `json:"capabilities,omitempty"` // requested; refused at create if missing
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	Workspace    *Workspace        `json:"workspace,omitempty"`
+	// Volumes are mounted into the box (see Volume); they need
+	// Capabilities.PersistentWorkspace, and host paths HostPathVolumes.
+	Volumes []Volume `json:"volumes,omitempty"`
 	// Runtime names the OCI runtime of the box, for backends that offer a
 	// choice (Capabilities.Runtimes); empty is the backend's default.
 	Runtime string `json:"runtime,omitempty"`
@@ -82,10 +116,20 @@ func (s *Spec) Validate() error {
 	}
 	switch s.Network.Mode {
 	case NetworkNone, NetworkUnrestricted:
-		if len(s.Network.Allow) > 0 {
-			return Errorf(CodeInvalidRequest, "network allow-list needs mode %q", NetworkLimited)
+		if len(s.Network.Allow) > 0 || len(s.Network.Rules) > 0 || s.Network.DefaultAction != "" {
+			return Errorf(CodeInvalidRequest, "network rules need mode %q", NetworkLimited)
 		}
 	case NetworkLimited:
+		switch s.Network.DefaultAction {
+		case "", "deny", "allow":
+		default:
+			return Errorf(CodeInvalidRequest, "network defaultAction must be allow or deny, got %q", s.Network.DefaultAction)
+		}
+		for _, r := range s.Network.Rules {
+			if r.Action != "allow" && r.Action != "deny" {
+				return Errorf(CodeInvalidRequest, "egress rule action must be allow or deny, got %q", r.Action)
+			}
+		}
 	default:
 		return Errorf(CodeInvalidRequest, "unknown network mode %q (want none, limited or unrestricted)", s.Network.Mode)
 	}
@@ -103,6 +147,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.Runtime != "" && !validRuntimeName(s.Runtime) {
 		return Errorf(CodeInvalidRequest, "invalid runtime name %q (1 to 64 letters, digits, '.', '_' or '-')", s.Runtime)
+	}
+	if err := validateVolumes(s.Volumes); err != nil {
+		return err
 	}
 	for _, c := range s.Capabilities {
 		if !c.Known() {

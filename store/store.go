@@ -196,6 +196,7 @@ type Store interface {
 	Inputs
 	Streams
 	NativeStates
+	Executions
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error

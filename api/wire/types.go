@@ -49,13 +49,87 @@ type CreateSandboxRequest struct {
 	Entrypoint     []string          `json:"entrypoint,omitempty"`
 	NetworkPolicy  *NetworkPolicy    `json:"networkPolicy,omitempty"`
 	SecureAccess   bool              `json:"secureAccess,omitempty"`
-	Volumes        []any             `json:"volumes,omitempty"`
+	Volumes        []Volume          `json:"volumes,omitempty"`
 	Extensions     map[string]string `json:"extensions,omitempty"`
 	// IdleTimeout (addition): seconds without API or proxy activity after
 	// which the sandbox is deleted.
 	IdleTimeout *int64 `json:"idleTimeout,omitempty"`
 	// Backend (addition) selects an enabled backend.
 	Backend string `json:"backend,omitempty"`
+}
+
+// Volume is a storage mount of a sandbox: exactly one of Host, PVC and
+// OSSFS (which AstraBox refuses) names its source.
+type Volume struct {
+	Name      string         `json:"name"`
+	Host      *HostVolume    `json:"host,omitempty"`
+	PVC       *PVCVolume     `json:"pvc,omitempty"`
+	OSSFS     map[string]any `json:"ossfs,omitempty"`
+	MountPath string         `json:"mountPath"`
+	ReadOnly  bool           `json:"readOnly,omitempty"`
+	SubPath   string         `json:"subPath,omitempty"`
+}
+
+// HostVolume is a host directory under a root the server allows.
+type HostVolume struct {
+	Path string `json:"path"`
+}
+
+// PVCVolume is a named volume of the backend, created on first use
+// unless CreateIfNotExists is false. The Kubernetes provisioning hints
+// (StorageClass, Storage, AccessModes) are accepted and ignored, as
+// OpenSandbox's Docker runtime does.
+type PVCVolume struct {
+	ClaimName                  string   `json:"claimName"`
+	CreateIfNotExists          *bool    `json:"createIfNotExists,omitempty"`
+	DeleteOnSandboxTermination bool     `json:"deleteOnSandboxTermination,omitempty"`
+	StorageClass               *string  `json:"storageClass,omitempty"`
+	Storage                    *string  `json:"storage,omitempty"`
+	AccessModes                []string `json:"accessModes,omitempty"`
+}
+
+// VolumeInfo (addition) describes a named volume: GET /v1/volumes.
+type VolumeInfo struct {
+	Name      string     `json:"name"`
+	Backend   string     `json:"backend"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	// InUse lists the sandboxes that mount it now.
+	InUse []string `json:"inUse,omitempty"`
+}
+
+// ListVolumesResponse (addition) is every named volume.
+type ListVolumesResponse struct {
+	Items []VolumeInfo `json:"items"`
+}
+
+// CreateSnapshotRequest is the optional body of POST
+// /sandboxes/{id}/snapshots.
+type CreateSnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// SnapshotStatus is the state of a snapshot: Creating, Ready, Failed or
+// Deleting (AstraBox answers Ready: it captures before it answers).
+type SnapshotStatus struct {
+	State            string     `json:"state"`
+	Reason           string     `json:"reason,omitempty"`
+	Message          string     `json:"message,omitempty"`
+	LastTransitionAt *time.Time `json:"lastTransitionAt,omitempty"`
+}
+
+// Snapshot is a point-in-time capture of a sandbox.
+type Snapshot struct {
+	ID        string         `json:"id"`
+	SandboxID string         `json:"sandboxId"`
+	Name      string         `json:"name,omitempty"`
+	Status    SnapshotStatus `json:"status"`
+	CreatedAt time.Time      `json:"createdAt"`
+}
+
+// ListSnapshotsResponse is a page of snapshots.
+type ListSnapshotsResponse struct {
+	Items      []Snapshot     `json:"items"`
+	Pagination PaginationInfo `json:"pagination"`
 }
 
 // SandboxStatus is the state of a sandbox.

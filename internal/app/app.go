@@ -42,6 +42,7 @@ func commands() []command {
 		{"bench", "measure AstraBox and print tables (bench execd|native)", runBench},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
 		{"image", "import, pull, list and remove sandbox images", runImage},
+		{"volume", "list and remove named volumes (kept across sandboxes)", runVolume},
 		{"agent", "manage Agents (agent create|ls|show|rm); with flags only, the built-in agent program", runAgentCommand},
 		{"profile", "put, list, show and remove RuntimeProfiles (sandbox and model settings of Agents)", runProfile},
 		{"session", "list, inspect, send to, follow and delete Sessions", runSession},

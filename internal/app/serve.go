@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
@@ -55,6 +56,13 @@ type serveConfig struct {
 	// HTTP bounds connections and what answers without a key
 	// (serve_http.go).
 	HTTP httpConfig `json:"http"`
+	// Volumes says where sandboxes' volumes may come from
+	// (serve_volumes.go).
+	Volumes volumesConfig `json:"volumes"`
+	// Shipyard has the extras of the Bay-compatible API (serve_shipyard.go).
+	Shipyard shipyardConfig `json:"shipyard"`
+	// Egress configures the egress proxy of network limited (serve_egress.go).
+	Egress egressConfig `json:"egress"`
 }
 
 // replicasConfig is the "replicas" section of the config file.
@@ -137,6 +145,15 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if _, err := c.HTTP.limits(); err != nil {
+		return err
+	}
+	if err := c.Shipyard.validate(); err != nil {
+		return err
+	}
+	if err := c.Volumes.validate(); err != nil {
+		return err
+	}
+	if err := c.Egress.validate(); err != nil {
 		return err
 	}
 	if n := c.Native.Network; n != "" {
@@ -226,6 +243,11 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return fmt.Errorf("open image store: %w", err)
 	}
+	eg, err := newEgress(fileCfg.Egress, *dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer eg.Close()
 	enabled := map[string]sandbox.Provider{}
 	var order []string
 	for _, name := range strings.Split(*backends, ",") {
@@ -233,7 +255,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		if name == "" {
 			continue
 		}
-		p, err := newBackend(name, *dataDir, images, fileCfg, log)
+		p, err := newBackend(name, *dataDir, images, fileCfg, eg, log)
 		if err != nil {
 			return err
 		}
@@ -274,11 +296,13 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if *insecure {
 		log.Warn("serving WITHOUT authentication (--insecure): anyone who reaches the listen address controls every sandbox")
 	}
+	var plainKey string // for serveShipyard's credentials file, when known
 	if !*insecure {
 		key := *apiKey
 		if key == "" {
 			key = env("ASTRABOX_API_KEY")
 		}
+		plainKey = key
 		hash, where, err := apiKeyHash(key, *dataDir)
 		if err != nil {
 			return err
@@ -311,6 +335,11 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		log.Warn("start", "err", err)
 	}
 	defer srv.Close()
+	stopShipyard, err := serveShipyard(fileCfg.Shipyard, srv.Handler, l.Addr().String(), plainKey, *dataDir, log)
+	if err != nil {
+		log.Warn("shipyard", "err", err)
+	}
+	defer stopShipyard()
 	fmt.Fprintf(stdio.Stderr, "AstraBox serving on http://%s (backends: %s; data: %s)\n", l.Addr(), strings.Join(order, ","), *dataDir)
 	log.Info("serving", "addr", l.Addr().String(), "backends", strings.Join(order, ","), "default_backend", *defaultBackend)
 	select {
@@ -349,7 +378,7 @@ func openStore(ctx context.Context, database, dataDir string) (store.Store, erro
 
 // newBackend makes the named backend with its state under dataDir and its
 // section of cfg (validated already).
-func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, log *slog.Logger) (sandbox.Provider, error) {
+func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, eg *egress.Manager, log *slog.Logger) (sandbox.Provider, error) {
 	switch name {
 	case "native":
 		if os.Geteuid() != 0 {
@@ -357,7 +386,8 @@ func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, log 
 		}
 		nc := cfg.Native
 		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Network: nc.Network, CgroupParent: nc.CgroupParent,
-			Images: images.Resolve, Logger: log.With("backend", "native")})
+			Images: images.Resolve, Logger: log.With("backend", "native"),
+			VolumesDir: cfg.Volumes.Dir, HostPathRoots: cfg.Volumes.HostPathRoots, Snapshots: nativeSnapshots(images), Egress: eg})
 		if err != nil {
 			return nil, err
 		}
@@ -366,7 +396,7 @@ func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, log 
 		dc := cfg.Docker
 		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
 			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner, AllowRegistries: dc.AllowRegistries,
-			Logger: log.With("backend", "docker")})
+			HostPathRoots: cfg.Volumes.HostPathRoots, Logger: log.With("backend", "docker")})
 		if err != nil {
 			return nil, err
 		}

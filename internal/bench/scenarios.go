@@ -25,6 +25,7 @@ import (
 var scenarios = []scenario{
 	{"create", "create → Running, cold and from a warm pool; create → first exec", benchCreate},
 	{"exec", "exec round trip of `true`: Go SDK through the server's proxy, and execd reached directly", benchExecTrue},
+	{"shipyard", "shell and python exec round trips through the Shipyard (Bay) facade against the OpenSandbox API", benchShipyard},
 	{"stream", "streamed stdout of one command, and upload and download of one file, through the proxy", benchThroughput},
 	{"reattach", "drop a log stream mid-command and resume it by offset: time to resume, bytes lost", benchReattach},
 	{"concurrent", "sandboxes created at once", benchConcurrent},

@@ -107,6 +107,9 @@ type suite struct {
 	svc *lifecycle.Service // nil for a running server
 	c   *client.Client
 	tag string // metadata value marking the suite's sandboxes
+	// base and key are the server's URL and API key (for the scenarios
+	// that speak other APIs than the Go SDK's, see shipyard.go).
+	base, key string
 }
 
 // tagKey is the metadata key of the suite's sandboxes.
@@ -131,6 +134,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	s := &suite{cfg: cfg, tag: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 	if cfg.Server != "" {
 		s.c = client.New(strings.TrimSuffix(cfg.Server, "/"), cfg.APIKey)
+		s.base, s.key = strings.TrimSuffix(cfg.Server, "/"), cfg.APIKey
 		for _, t := range cfg.Targets {
 			if err := s.c.PutProfile(ctx, profileOf(t), profileBody(t, 0)); err != nil {
 				return rep, fmt.Errorf("bench: profile for %s: %w", t.Name, err)
@@ -215,6 +219,7 @@ func (s *suite) serve(ctx context.Context) (stop func(), err error) {
 	hs := srv.HTTPServer()
 	go func() { _ = hs.Serve(l) }()
 	s.c = client.New("http://"+l.Addr().String(), apiKey)
+	s.base, s.key = "http://"+l.Addr().String(), apiKey
 	return func() {
 		s.removeAll(context.WithoutCancel(ctx))
 		hs.Close()

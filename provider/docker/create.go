@@ -92,7 +92,7 @@ func (p *Provider) check(spec sandbox.Spec) error {
 			"network mode %s is not supported by this Docker backend%s; available: %s", spec.Network.Mode, why, strings.Join(avail, ", "))}
 	}
 	if spec.Workspace != nil {
-		return &sandbox.Error{Code: sandbox.CodeCapability, Message: "capability " + string(sandbox.CapPersistentWorkspace) + " is not supported by the docker backend"}
+		return &sandbox.Error{Code: sandbox.CodeCapability, Message: "the workspace field is not supported by the docker backend; use volumes"}
 	}
 	return nil
 }
@@ -139,6 +139,17 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		}
 	}
 	opts := p.containerSpec(id, spec, network)
+	if len(spec.Volumes) > 0 {
+		mounts, claims, err := p.volumeMounts(ctx, id, spec.Volumes)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		for _, m := range mounts {
+			delete(opts.HostConfig.Tmpfs, m.Target) // a volume on /workspace or /tmp replaces the tmpfs
+		}
+		opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, mounts...)
+		opts.Config.Labels[labelClaims] = strings.Join(claims, ",")
+	}
 	created, err := p.cli.ContainerCreate(ctx, opts)
 	if cerrdefs.IsConflict(err) {
 		return sandbox.Info{}, errRace // the name is taken: another server's box

@@ -47,6 +47,7 @@ import (
 	"github.com/moby/profiles/seccomp"
 
 	"github.com/astrabox/astrabox/internal/boxbin"
+	"github.com/astrabox/astrabox/internal/hostpath"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -132,6 +133,11 @@ type Config struct {
 	// /sbin/iptables, /usr/bin/iptables that exists); "none" turns the
 	// unrestricted mode off.
 	Iptables string
+	// HostPathRoots are the host directories under which volumes may name
+	// host paths, on a local engine (absolute, clean, no symbolic links;
+	// see hostpath.Roots.Check); none disables host-path volumes. Root in
+	// a box is root on the files under them.
+	HostPathRoots []string
 	// NoPull refuses images that the engine does not hold instead of
 	// pulling them.
 	NoPull bool
@@ -222,6 +228,9 @@ func New(cfg Config) (*Provider, error) {
 		}
 	}
 	cfg.Defaults = cfg.Defaults.WithDefaults(defaultResources)
+	if err := hostpath.Roots(cfg.HostPathRoots).Check(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
 	if cfg.SeccompProfile == "" {
 		b, err := json.Marshal(seccomp.DefaultProfile())
 		if err != nil {
@@ -320,6 +329,11 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 		Pause:     true,
 		Ports:     true,
 		PTY:       true,
+		// Named volumes are the engine's; host paths are staged on this
+		// host, so they need a local engine.
+		PersistentWorkspace: true,
+		HostPathVolumes:     p.local && len(p.cfg.HostPathRoots) > 0,
+		Snapshot:            true, // the engine's commit (snapshots.go)
 	}
 	if p.local {
 		c.NetworkModes = append(c.NetworkModes, sandbox.NetworkNone)

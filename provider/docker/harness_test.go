@@ -43,6 +43,8 @@ type harness struct {
 	image   string
 	engine  *client.Client
 	dataDir string
+	// hostRoot is the allowed root of host-path volumes.
+	hostRoot string
 
 	mu        sync.Mutex
 	reopened  []*docker.Provider // by Reopen; closed before p
@@ -50,6 +52,9 @@ type harness struct {
 }
 
 func (h *harness) Provider() sandbox.Provider { return h.p }
+
+// HostPathRoot implements sandboxtest.HostPathRooter.
+func (h *harness) HostPathRoot() string { return h.hostRoot }
 
 // Spec leaves room for the suite's 1 GiB file: /workspace is a tmpfs,
 // charged to the box's memory limit.
@@ -168,6 +173,16 @@ func (h *harness) checkOwnerGone(t *testing.T) {
 	for _, n := range ns.Items {
 		t.Errorf("network %s is left", n.Name)
 	}
+	// Named volumes outlive boxes by design: the suite's go with it.
+	vs, err := h.engine.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs.Items {
+		if _, err := h.engine.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil {
+			t.Errorf("remove volume %s: %v", v.Name, err)
+		}
+	}
 	if out, err := exec.Command("iptables", "-w", "-S").Output(); err == nil && strings.Contains(string(out), h.p.NetworkBridge()) {
 		t.Errorf("host rules for bridge %s are left", h.p.NetworkBridge())
 	}
@@ -226,7 +241,15 @@ func newHarness(t *testing.T, adjust func(*docker.Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := docker.Config{DataDir: dir, Binary: binary, Owner: "astrabox-test-" + sandboxtest.NewID()}
+	hostRoot, err := os.MkdirTemp("", "astrabox-hostpaths-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(hostRoot) })
+	if hostRoot, err = filepath.EvalSymlinks(hostRoot); err != nil {
+		t.Fatal(err)
+	}
+	cfg := docker.Config{DataDir: dir, Binary: binary, Owner: "astrabox-test-" + sandboxtest.NewID(), HostPathRoots: []string{hostRoot}}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -238,7 +261,7 @@ func newHarness(t *testing.T, adjust func(*docker.Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{p: p, cfg: cfg, engine: engine, dataDir: dir, pidsFiles: map[string]string{}}
+	h := &harness{p: p, cfg: cfg, engine: engine, dataDir: dir, hostRoot: hostRoot, pidsFiles: map[string]string{}}
 	t.Cleanup(func() {
 		defer engine.Close()
 		for _, p2 := range h.reopened {

@@ -84,9 +84,13 @@ func (p *Provider) makeRunDir(id string) error {
 	return mountTmpfs(dir, unix.MS_NOEXEC, fmt.Sprintf("mode=0700,size=%d,nr_inodes=64", runDirBytes))
 }
 
-// removeBoxDir unmounts the box's run directory and removes its directory.
+// removeBoxDir unmounts the box's run directory and staged volumes and
+// removes its directory.
 func (p *Provider) removeBoxDir(id string) error {
 	if err := unmountDir(p.runDir(id)); err != nil {
+		return err
+	}
+	if err := p.unstage(id); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(p.boxDir(id)); err != nil {

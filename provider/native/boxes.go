@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,10 @@ type boxState struct {
 	Token     string    `json:"token"`
 	Image     string    `json:"image"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Claims are the named volumes the box mounts.
+	Claims []string `json:"claims,omitempty"`
+	// DiskBytes is the size of the box's writable layer.
+	DiskBytes int64 `json:"diskBytes,omitempty"`
 }
 
 // Create implements sandbox.Provider.
@@ -84,6 +89,12 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		}
 	}
 	resolv := resolvConf(unrestricted, servers)
+	limited := spec.Network.Mode == sandbox.NetworkLimited
+	if limited {
+		if err := p.prepareLimited(spec.Network); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
 	var imageDir string // an imported image's root
 	switch spec.Image {
 	case "", "host":
@@ -107,6 +118,19 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	cfg.ShmBytes = min(res.MemoryBytes/2, 64<<20)
 	cfg.Env = boxEnv(spec.Env)
 	cfg.Entrypoint = spec.Entrypoint
+	vols, volFDs, err := p.openVolumes(id, spec.Volumes)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	defer p.release(id)
+	defer closeFDs(volFDs)
+	var claims []string
+	for _, v := range vols {
+		cfg.Volumes = append(cfg.Volumes, initVolume{Name: v.Name, MountPath: v.MountPath})
+		if v.Claim != "" && !slices.Contains(claims, v.Claim) {
+			claims = append(claims, v.Claim)
+		}
+	}
 
 	dir := p.boxDir(id)
 	if err := os.Mkdir(dir, 0o711); err != nil {
@@ -152,12 +176,19 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		}
 		link = &l
 	}
-	cmd, err := p.spawn(&cfg, slot, listener, token, imageDir, link)
+	if limited {
+		l, err := p.startLimited(id, slot, spec.Network, &cfg)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		link = &l
+	}
+	cmd, err := p.spawn(&cfg, slot, listener, token, imageDir, link, boxMounts{vols: vols, fds: volFDs})
 	if err != nil {
 		return sandbox.Info{}, err
 	}
 	st := boxState{Version: stateVersion, PID: cmd.Process.Pid, PIDStart: procfs.StartTime(cmd.Process.Pid), Slot: slot, Token: token,
-		Image: spec.Image, CreatedAt: time.Now().UTC()}
+		Image: spec.Image, CreatedAt: time.Now().UTC(), Claims: claims, DiskBytes: res.DiskBytes}
 	if err := p.writeState(id, st); err != nil {
 		return sandbox.Info{}, err
 	}
@@ -170,11 +201,18 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	return p.info(id, st)
 }
 
+// boxMounts are the volumes of a box being spawned and the descriptors of
+// what to mount for each (see openVolumes).
+type boxMounts struct {
+	vols []sandbox.Volume
+	fds  []int
+}
+
 // spawn starts the box's init in new namespaces, places it in the box's
 // cgroups, hands it its configuration (and imageDir, unless the box runs
-// the host image), plugs in its network link if it has one, and lets it
-// go.
-func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, imageDir string, link *boxLink) (*exec.Cmd, error) {
+// the host image, then its volumes' mounts), plugs in its network link if
+// it has one, and lets it go.
+func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, imageDir string, link *boxLink, mounts boxMounts) (*exec.Cmd, error) {
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("config pipe: %w", err)
@@ -200,7 +238,7 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, im
 	defer logf.Close()
 	extra := []*os.File{cfgR, syncR, listener, tokR}
 	var imageSock *os.File
-	if !cfg.HostImage {
+	if !cfg.HostImage || len(mounts.vols) > 0 {
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("image socket: %w", err)
@@ -242,10 +280,13 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, im
 	if err := p.cg.join(cfg.ID, cmd.Process.Pid); err != nil {
 		return cmd, err
 	}
-	if imageSock != nil {
+	if imageSock != nil && !cfg.HostImage {
 		if err := sendImage(imageSock, imageDir, cmd.Process.Pid); err != nil {
 			return cmd, err
 		}
+	}
+	if err := sendVolumes(imageSock, mounts.vols, mounts.fds, cmd.Process.Pid); err != nil {
+		return cmd, err
 	}
 	if link != nil {
 		if err := p.plugNetwork(cmd.Process.Pid, *link); err != nil {
@@ -386,6 +427,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 }
 
 func (p *Provider) remove(ctx context.Context, id string) error {
+	p.closeEgress(id)
 	st, stErr := p.readState(id)
 	if stErr == nil && st.PID > 0 && procfs.StartTime(st.PID) == st.PIDStart {
 		_ = syscall.Kill(st.PID, syscall.SIGKILL)
@@ -399,6 +441,7 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 	if stErr == nil {
 		if p.slotOwner(st.Slot) == id { // else the slot, and its link, are another box's now
 			unplug(hostIfPrefix + strconv.Itoa(st.Slot))
+			unplug(limitedIfPrefix + strconv.Itoa(st.Slot))
 		}
 		p.freeSlot(st.Slot, id)
 	} else {

@@ -39,6 +39,7 @@ type firewall struct {
 	mu        sync.Mutex
 	iptables  string
 	installed map[netip.Prefix]string // network -> name servers it was set up with
+	limited   bool                    // the rules of mode limited are installed (limited.go)
 }
 
 var hostFirewall = &firewall{installed: map[netip.Prefix]string{}}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
@@ -19,11 +20,15 @@ import (
 // harness runs the conformance suite, and this package's own tests, on a
 // native Provider with a fresh data dir and cgroup parent.
 type harness struct {
-	p       *native.Provider
-	cfg     native.Config
-	dataDir string
-	cgroup  string
+	p        *native.Provider
+	cfg      native.Config
+	dataDir  string
+	cgroup   string
+	hostRoot string // the allowed root of host-path volumes
 }
+
+// HostPathRoot implements sandboxtest.HostPathRooter.
+func (h *harness) HostPathRoot() string { return h.hostRoot }
 
 func (h *harness) Provider() sandbox.Provider { return h.p }
 
@@ -129,6 +134,11 @@ func newHarness(t *testing.T) *harness {
 
 // newHarnessWith is newHarness with an image store resolving image names.
 func newHarnessWith(t *testing.T, images func(string) (string, error)) *harness {
+	return newHarnessConfig(t, func(c *native.Config) { c.Images = images })
+}
+
+// newHarnessConfig is newHarness with the Config changed by adjust.
+func newHarnessConfig(t *testing.T, adjust func(*native.Config)) *harness {
 	testenv.NeedRoot(t)
 	binary := testenv.AstraboxBinary(t)
 	dir, err := os.MkdirTemp("", "astrabox-native-")
@@ -137,7 +147,16 @@ func newHarnessWith(t *testing.T, images func(string) (string, error)) *harness 
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	cgroup := "astrabox-test-" + strconv.Itoa(os.Getpid())
-	cfg := native.Config{DataDir: dir, Binary: binary, CgroupParent: cgroup, Images: images}
+	hostRoot, err := os.MkdirTemp("", "astrabox-hostpaths-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(hostRoot) })
+	if hostRoot, err = filepath.EvalSymlinks(hostRoot); err != nil {
+		t.Fatal(err)
+	}
+	cfg := native.Config{DataDir: dir, Binary: binary, CgroupParent: cgroup, HostPathRoots: []string{hostRoot}}
+	adjust(&cfg)
 	p, err := native.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +166,7 @@ func newHarnessWith(t *testing.T, images func(string) (string, error)) *harness 
 			t.Errorf("close provider: %v", err)
 		}
 	})
-	return &harness{p: p, cfg: cfg, dataDir: dir, cgroup: cgroup}
+	return &harness{p: p, cfg: cfg, dataDir: dir, cgroup: cgroup, hostRoot: hostRoot}
 }
 
 func ctx(t *testing.T) context.Context {
@@ -168,3 +187,24 @@ func sh(t *testing.T, b *sandboxtest.Box, uid *uint32, command string) (int, str
 }
 
 func u32(v uint32) *uint32 { return &v }
+
+// snapshotStore keeps snapshots in images, as `astrabox serve` wires it.
+func snapshotStore(images *image.Store) *native.SnapshotStore {
+	return &native.SnapshotStore{
+		Derive: func(ctx context.Context, name, base string, upper int, uidBase uint32, maxBytes int64, labels map[string]string) error {
+			_, err := images.Derive(ctx, name, base, upper, image.DeriveOptions{UIDBase: uidBase, MaxBytes: maxBytes, Labels: labels})
+			return err
+		},
+		Labels: func(ctx context.Context) (map[string]map[string]string, error) {
+			list, err := images.List(ctx)
+			out := map[string]map[string]string{}
+			for _, info := range list {
+				if len(info.Labels) > 0 {
+					out[info.Name] = info.Labels
+				}
+			}
+			return out, err
+		},
+		Remove: images.Remove,
+	}
+}

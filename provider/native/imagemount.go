@@ -47,25 +47,50 @@ func sendImage(sock *os.File, dir string, pid int) error {
 // attachImage receives the image mount from the host on fdImage and
 // attaches it at dir.
 func attachImage(dir string) error {
-	sock := os.NewFile(fdImage, "image")
-	defer sock.Close()
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	mnt, err := recvMount()
 	if err != nil {
 		return fmt.Errorf("receive image mount: %w", err)
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return errors.New("receive image mount: no descriptor from the host")
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return errors.New("receive image mount: want exactly one descriptor")
-	}
-	defer unix.Close(fds[0])
-	if err := unix.MoveMount(fds[0], "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	defer unix.Close(mnt)
+	if err := unix.MoveMount(mnt, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach image mount: %w", err)
 	}
 	return nil
+}
+
+// mountSock is init's end of the mount socket (fdImage), opened on first
+// use and closed by closeMountSocket once the root is built.
+var mountSock *os.File
+
+// recvMount receives the next mount descriptor the host sends on fdImage.
+func recvMount() (int, error) {
+	if mountSock == nil {
+		mountSock = os.NewFile(fdImage, "mounts")
+	}
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(mountSock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return -1, errors.New("no descriptor from the host")
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, errors.New("want exactly one descriptor")
+	}
+	return fds[0], nil
+}
+
+// closeMountSocket closes the mount socket, if init opened it.
+func closeMountSocket() {
+	if mountSock != nil {
+		mountSock.Close()
+		mountSock = nil
+	}
 }

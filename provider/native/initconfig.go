@@ -8,8 +8,11 @@ const (
 	fdToken    = 6 // execd access token, then EOF
 	// fdImage is a unix socket on which the host sends, for an imported
 	// image, one message carrying the image's root as a detached,
-	// read-only mount idmapped to the box's user namespace.
+	// read-only mount idmapped to the box's user namespace, then one
+	// message per volume carrying its mount (see volumes.go).
 	fdImage = 7
+	// fdLayer is where init keeps its root tmpfs open (see keepLayer).
+	fdLayer = 1000
 )
 
 // Where things are inside a box.
@@ -46,4 +49,13 @@ type initConfig struct {
 	// Env is the environment of execd and the entrypoint.
 	Env        []string `json:"env"`
 	Entrypoint []string `json:"entrypoint,omitempty"`
+	// Volumes are the box's volumes in the order their mounts arrive on
+	// fdImage (mount order: a path after those it lies under).
+	Volumes []initVolume `json:"volumes,omitempty"`
+}
+
+// initVolume is a volume as init attaches it.
+type initVolume struct {
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
 }

@@ -21,7 +21,9 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/internal/boxbin"
+	"github.com/astrabox/astrabox/internal/hostpath"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -48,6 +50,21 @@ type Config struct {
 	// Images resolves an image name other than "host" to the directory
 	// holding its root file system.
 	Images func(name string) (string, error)
+	// VolumesDir holds the named volumes (default DataDir/volumes; see
+	// volumes.go). It must be on a file system with idmapped mounts.
+	VolumesDir string
+	// HostPathRoots are the host directories under which volumes may name
+	// host paths (absolute, clean, no symbolic links; see
+	// hostpath.Roots.Check); none disables host-path volumes. Root in a
+	// box acts as uid 0 on the files under them (they are idmapped as
+	// the box sees them), so they must hold nothing a box may not own.
+	HostPathRoots []string
+	// Egress runs the egress proxies of boxes of network mode limited
+	// (nil: the mode is not offered).
+	Egress *egress.Manager
+	// Snapshots keeps snapshots as images (see snapshots.go); nil offers
+	// none.
+	Snapshots *SnapshotStore
 	// Logger receives operational logs.
 	Logger *slog.Logger
 }
@@ -67,7 +84,11 @@ type Provider struct {
 	netOK   bool         // network unrestricted can be set up here
 
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per box id
+	locks map[string]*sync.Mutex  // per box id
+	gates map[string]*egress.Gate // egress proxies of limited boxes, by box id (limited.go)
+
+	volMu   sync.Mutex          // named volumes: creation, deletion, users
+	pending map[string][]string // box id -> named volumes, while it is created
 }
 
 // Layout of DataDir.
@@ -110,6 +131,9 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Binary = exe
 	}
 	cfg.Defaults = cfg.Defaults.WithDefaults(defaultResources)
+	if err := hostpath.Roots(cfg.HostPathRoots).Check(); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	// Box processes run as unprivileged host uids: every directory on the
 	// way to their mount points and binary must be traversable.
 	for _, dir := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, dirBoxes), filepath.Join(cfg.DataDir, dirSlots)} {
@@ -138,8 +162,12 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil || !network.Addr().Is4() || network.Bits() > 16 {
 		return nil, fmt.Errorf("native: network %q: want an IPv4 range of /16 or larger (4 addresses for each of the %d uid slots)", cfg.Network, slotCount)
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex),
-		network: network.Masked(), mtu: uplinkMTU(), netOK: hostFirewall.available()}, nil
+	p := &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex), pending: map[string][]string{},
+		network: network.Masked(), mtu: uplinkMTU(), netOK: hostFirewall.available(), gates: map[string]*egress.Gate{}}
+	if p.netOK && cfg.Egress != nil {
+		p.restoreEgress()
+	}
+	return p, nil
 }
 
 // checkTraversable returns an error naming the first ancestor of dir that
@@ -174,6 +202,9 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 	modes := []sandbox.NetworkMode{sandbox.NetworkNone}
 	if p.netOK {
 		modes = append(modes, sandbox.NetworkUnrestricted)
+		if p.cfg.Egress != nil {
+			modes = append(modes, sandbox.NetworkLimited)
+		}
 	}
 	return sandbox.Capabilities{
 		Isolation:    sandbox.IsolationContainer,
@@ -182,6 +213,11 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 		Pause:        true,
 		Ports:        true,
 		PTY:          true,
+		// Named volumes are directories under VolumesDir; host paths need
+		// allowed roots.
+		PersistentWorkspace: true,
+		HostPathVolumes:     len(p.cfg.HostPathRoots) > 0,
+		Snapshot:            p.cfg.Snapshots != nil,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
 	"golang.org/x/sys/unix"
@@ -68,7 +69,8 @@ func newDebianHarness(t *testing.T) debianHarness {
 	if _, err := store.Import(t.Context(), debianImage, rootfs, image.ImportOptions{}); err != nil {
 		t.Fatalf("import %s: %v", rootfs, err)
 	}
-	return debianHarness{newHarnessWith(t, store.Resolve), store.Resolve, dir}
+	h := newHarnessConfig(t, func(c *native.Config) { c.Images, c.Snapshots = store.Resolve, snapshotStore(store) })
+	return debianHarness{h, store.Resolve, dir}
 }
 
 // TestConformanceDebian runs the suite in boxes of an imported image: an
@@ -131,8 +133,8 @@ test "$(stat -c %a /var/tmp)" = 1777`
 }
 
 // TestSocketFamiliesAreAnAllowList: unix, inet, inet6 and netlink route
-// sockets open in a box; vsock, packet, other netlink protocols and every
-// other family are refused.
+// and audit sockets open in a box; vsock, packet, other netlink protocols
+// and every other family are refused.
 func TestSocketFamiliesAreAnAllowList(t *testing.T) {
 	h := newHarness(t)
 	b := sandboxtest.NewBox(t, h, nil)
@@ -162,7 +164,7 @@ EOF`
 		name, verdict, _ := strings.Cut(line, " ")
 		got[name] = verdict
 	}
-	for _, name := range []string{"unix", "inet", "netlink-route", "socketpair-unix"} {
+	for _, name := range []string{"unix", "inet", "netlink-route", "netlink-audit", "socketpair-unix"} {
 		if got[name] != "open" {
 			t.Errorf("%s: %s, want open", name, got[name])
 		}
@@ -170,7 +172,7 @@ EOF`
 	if got["inet6"] == "refused" {
 		t.Error("inet6 refused")
 	}
-	for _, name := range []string{"netlink-audit", "netlink-uevent", "vsock", "packet", "key", "alg", "tipc", "bluetooth", "xdp"} {
+	for _, name := range []string{"netlink-uevent", "vsock", "packet", "key", "alg", "tipc", "bluetooth", "xdp"} {
 		if got[name] != "refused" {
 			t.Errorf("%s: %q, want refused by the filter", name, got[name])
 		}

@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/astrabox/astrabox/internal/hostpath"
 )
 
 // buildRoot assembles the box's root file system under cfg.Root in init's
@@ -34,6 +37,9 @@ func buildRoot(cfg *initConfig) error {
 		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
 		if err := unix.Mount("overlay", merged, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mount overlay: %w", err)
+		}
+		if err := keepLayer(root); err != nil {
+			return err
 		}
 		root = merged
 	}
@@ -73,6 +79,10 @@ func buildRoot(cfg *initConfig) error {
 	if err := os.Chmod(filepath.Join(root, "root"), 0o700); err != nil {
 		return fmt.Errorf("chmod /root: %w", err)
 	}
+	if err := attachVolumes(root, cfg.Volumes); err != nil {
+		return err
+	}
+	closeMountSocket()
 	if err := pivot(root); err != nil {
 		return err
 	}
@@ -325,6 +335,67 @@ func remountReadOnly(dst string) error {
 	}
 	if err := unix.Mount("", dst, "", flags, ""); err != nil {
 		return fmt.Errorf("remount %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
+// attachVolumes receives the mount of each volume from the host, in
+// order, and attaches it on its mount path beneath root. The mount point
+// is made (mode 0755) where missing, one component at a time, and found
+// without following a link (an image or snapshot may hold any): a path
+// through one is refused rather than resolved, so a volume lands exactly
+// at its mount path and nowhere else of the box or the host.
+func attachVolumes(root string, vols []initVolume) error {
+	if len(vols) == 0 {
+		return nil
+	}
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open root: %w", err)
+	}
+	defer unix.Close(rootFD)
+	for _, v := range vols {
+		mnt, err := recvMount()
+		if err != nil {
+			return fmt.Errorf("receive mount of volume %s: %w", v.Name, err)
+		}
+		err = attachVolume(rootFD, mnt, v)
+		unix.Close(mnt)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func attachVolume(rootFD, mnt int, v initVolume) error {
+	target, err := hostpath.MkdirBeneath(rootFD, strings.TrimPrefix(v.MountPath, "/"))
+	if err != nil {
+		return fmt.Errorf("mount point of volume %s (%s): %w", v.Name, v.MountPath, err)
+	}
+	defer unix.Close(target)
+	if err := unix.MoveMount(mnt, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach volume %s on %s: %w", v.Name, v.MountPath, err)
+	}
+	return nil
+}
+
+// keepLayer keeps a descriptor of the box's root tmpfs (the overlay's
+// upper layer is its .upper) open in init at fdLayer, for the host to take
+// (pidfd_getfd) when it snapshots the box: once init pivots, nothing else
+// reaches it. Init is not dumpable and box processes lack CAP_SYS_PTRACE,
+// so no process of the box can take it.
+func keepLayer(root string) error {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open root layer: %w", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.FcntlInt(uintptr(fdLayer), unix.F_GETFD, 0); err == nil {
+		return fmt.Errorf("keep root layer: descriptor %d is taken", fdLayer)
+	}
+	if err := unix.Dup3(fd, fdLayer, unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("keep root layer: %w", err)
 	}
 	return nil
 }

@@ -78,8 +78,12 @@ func boxPolicy() seccomp.Policy {
 				}},
 				// Socket families are an allow-list: unix, inet and inet6 (the
 				// network namespace decides where they reach), and netlink
-				// for the route protocol only (a box reads and sets its own
-				// interfaces). The rest are refused: packet sockets see and
+				// for the route protocol (a box reads and sets its own
+				// interfaces) and audit. The rest are refused (EPERM, the
+				// filter's default: the filter library compares syscall
+				// numbers only before it loads arguments, so a group after
+				// these conditions cannot answer another errno for socket).
+				// Packet sockets see and
 				// forge raw frames, vsock is not network-namespaced (it
 				// reaches the hypervisor's side), and the others are kernel
 				// surface no workload needs.
@@ -95,6 +99,13 @@ func boxPolicy() seccomp.Policy {
 				{Name: "socket", Conditions: seccomp.ArgumentConditions{
 					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_NETLINK},
 					{Argument: 2, Operation: seccomp.Equal, Value: unix.NETLINK_ROUTE},
+				}},
+				// Audit too: shadow's tools (useradd, passwd) give up when
+				// they cannot open it; writing to it needs CAP_AUDIT_WRITE in
+				// the host's user namespace, which no box has.
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_NETLINK},
+					{Argument: 2, Operation: seccomp.Equal, Value: unix.NETLINK_AUDIT},
 				}},
 				{Name: "socketpair", Conditions: seccomp.ArgumentConditions{
 					{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_UNIX},

@@ -89,6 +89,15 @@ func (p *Provider) request(id string, spec sandbox.Spec) (wire.CreateSandboxRequ
 	if p.cfg.Backend != "" {
 		req.Extensions = map[string]string{"backend": p.cfg.Backend}
 	}
+	if astrabox && (spec.Network.Mode == sandbox.NetworkNone || spec.Network.Mode == "") {
+		// The deny-all policy above is what an OpenSandbox server knows
+		// (its egress proxy refuses everything); another AstraBox takes
+		// this extension for no network at all.
+		if req.Extensions == nil {
+			req.Extensions = map[string]string{}
+		}
+		req.Extensions["network"] = string(sandbox.NetworkNone)
+	}
 	return req, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/exactbody"
+
 	"github.com/astrabox/astrabox/api/wire"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/sandbox"
@@ -262,6 +264,7 @@ func (pp *pipeProxy) authorize(next http.Handler) http.Handler {
 func (pp *pipeProxy) rewrite(pr *httputil.ProxyRequest) {
 	ep, _ := pr.In.Context().Value(epKey{}).(endpoint)
 	pr.SetURL(ep.base)
+	pr.Out.Body = exactbody.Wrap(pr.Out.Body, pr.Out.ContentLength)
 	pr.Out.Header.Del(execdwire.HeaderAccessToken)
 	for k, v := range ep.headers {
 		pr.Out.Header[k] = v

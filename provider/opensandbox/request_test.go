@@ -41,7 +41,8 @@ func TestRequest(t *testing.T) {
 			Resources: sandbox.Resources{MilliCPU: 500, MemoryBytes: 1 << 30, PIDs: 64, DiskBytes: 2 << 30}}, wire.CreateSandboxRequest{
 			Image: &wire.ImageSpec{URI: "host"}, Timeout: &sixty,
 			ResourceLimits: map[string]string{"cpu": "500m", "memory": "1073741824", "pids": "64", "ephemeral-storage": "2147483648"},
-			Metadata:       map[string]string{"team": "a", LabelOwner: "o1", LabelID: "b1"}, NetworkPolicy: &wire.NetworkPolicy{DefaultAction: "deny"}}, ""},
+			Metadata:       map[string]string{"team": "a", LabelOwner: "o1", LabelID: "b1"}, NetworkPolicy: &wire.NetworkPolicy{DefaultAction: "deny"},
+			Extensions: map[string]string{"network": "none"}}, ""},
 		{"opensandbox drops pids and disk, rounds up", false, sandbox.Spec{Image: "x", Entrypoint: []string{"sleep", "1"}, Timeout: 89500 * time.Millisecond,
 			Resources: sandbox.Resources{PIDs: 64, DiskBytes: 1 << 30}, Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, Allow: []string{"pypi.org"}}},
 			wire.CreateSandboxRequest{Image: &wire.ImageSpec{URI: "x"}, Entrypoint: []string{"sleep", "1"}, Timeout: &ninety,

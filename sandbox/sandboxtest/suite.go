@@ -93,6 +93,8 @@ func Run(t *testing.T, h Harness) {
 		{"Limits", testLimits},
 		{"Isolation", testIsolation},
 		{"Orphans", testOrphans},
+		{"Volumes", testVolumes},
+		{"Snapshots", testSnapshots},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.fn(t, h) })

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseRace", testLeaseRace},
 		{"NativeState", testNativeState},
 		{"NativeStateLarge", testNativeStateLarge},
+		{"Executions", testExecutions},
 		{"Concurrent", testConcurrent},
 		{"CreateRace", testCreateRace},
 		{"Pools", testPools},

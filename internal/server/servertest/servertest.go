@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server"
@@ -58,6 +59,9 @@ type Options struct {
 	// image: imported once per file (into a store kept in the temporary
 	// directory across runs, or the Docker Engine) and named by Env.Image.
 	Rootfs string
+	// Egress, for the native backend, runs the egress proxies of network
+	// limited (nil: the mode is not offered).
+	Egress *egress.Manager
 }
 
 // engines is the servers' engine registry: every kind AstraBox ships,
@@ -122,7 +126,7 @@ func New(t testing.TB, o Options) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t)}
+		cfg := native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t), Egress: o.Egress}
 		if o.Rootfs != "" {
 			cfg.Images, image = nativeImage(t, o.Rootfs)
 		}

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/astrabox/astrabox/api/wire"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// toWireSnapshot shows a snapshot as the lifecycle API does. Snapshots
+// are captured before the create call answers, so every listed one is
+// Ready.
+func toWireSnapshot(info sandbox.SnapshotInfo) wire.Snapshot {
+	at := info.CreatedAt.UTC()
+	return wire.Snapshot{ID: info.ID, SandboxID: info.SandboxID, Name: info.Name, CreatedAt: at,
+		Status: wire.SnapshotStatus{State: "Ready", Reason: "snapshot_ready", LastTransitionAt: &at}}
+}
+
+// createSnapshot answers POST /sandboxes/{id}/snapshots: 202 with the
+// snapshot, Ready (capture happens within the call, the sandbox paused
+// meanwhile where the backend needs it).
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	var req wire.CreateSnapshotRequest
+	if r.ContentLength != 0 {
+		if err := s.decode(w, r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	info, err := s.svc.CreateSnapshot(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/snapshots/"+info.ID)
+	writeJSON(w, http.StatusAccepted, toWireSnapshot(info))
+}
+
+// listSnapshots answers GET /snapshots?sandboxId=&state=&page=&pageSize=.
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page, pageSize := 1, 20
+	for _, p := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"page", &page, 1 << 20}, {"pageSize", &pageSize, 200}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > p.max {
+				writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an integer from 1 to %d, got %q", p.name, p.max, v))
+				return
+			}
+			*p.dst = n
+		}
+	}
+	all, err := s.svc.ListSnapshots(r.Context(), lifecycle.SnapshotFilter{SandboxID: q.Get("sandboxId")})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	items := []wire.Snapshot{}
+	for _, info := range all {
+		items = append(items, toWireSnapshot(info))
+	}
+	if states := q["state"]; len(states) > 0 {
+		keep := map[string]bool{}
+		for _, st := range states {
+			keep[st] = true
+		}
+		items = filterSnapshots(items, keep)
+	}
+	total := len(items)
+	start := min((page-1)*pageSize, total)
+	end := min(start+pageSize, total)
+	pages := (total + pageSize - 1) / pageSize
+	writeJSON(w, http.StatusOK, wire.ListSnapshotsResponse{Items: items[start:end],
+		Pagination: PaginationInfo{Page: page, PageSize: pageSize, TotalItems: total, TotalPages: pages, HasNextPage: page < pages}})
+}
+
+func filterSnapshots(items []wire.Snapshot, states map[string]bool) []wire.Snapshot {
+	out := items[:0]
+	for _, it := range items {
+		if states[it.Status.State] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// getSnapshot answers GET /snapshots/{sid}.
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	info, err := s.svc.GetSnapshot(r.Context(), r.PathValue("sid"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireSnapshot(info))
+}
+
+// deleteSnapshot answers DELETE /snapshots/{sid}: 204.
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DeleteSnapshot(r.Context(), r.PathValue("sid")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,213 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Protected delivery. The box holds a placeholder for each secret (an
+// environment variable); the proxy puts the real value in a request only
+// when the request goes to the secret's destination: its host (exact, or
+// "*.domain" for subdomains), under its path prefix, in its header. Over
+// HTTPS the proxy terminates the box's TLS with a certificate of the
+// server's CA (which only boxes with secrets trust) and opens its own,
+// verified TLS connection upstream; over HTTP it rewrites the request on
+// the way. Only requests change: responses pass as they are, and nothing
+// the proxy logs or answers carries a value.
+
+// Secret is one credential the proxy delivers.
+type Secret struct {
+	Name        string // for logs
+	Placeholder string // what the box holds (at least 16 bytes, unguessable)
+	Value       string // the real value
+	Host        string // "api.example.com" or "*.example.com"
+	PathPrefix  string // "" or "/": every path
+	Header      string // default "Authorization"
+	Format      string // default "{value}"; e.g. "Bearer {value}"
+}
+
+// matchHost reports whether the secret may go to host (normalized).
+func (s Secret) matchHost(host string) bool {
+	want := strings.ToLower(strings.TrimSuffix(s.Host, "."))
+	if rest, ok := strings.CutPrefix(want, "*."); ok {
+		return len(host) > len(rest)+1 && strings.HasSuffix(host, "."+rest)
+	}
+	return host != "" && host == want
+}
+
+// Inject replaces, in req to host (a normalized name), each header that
+// carries a matching secret's placeholder by the secret's formatted value;
+// it returns the names of the secrets it delivered. A placeholder in any
+// other header, in the body, or in a request to any other destination is
+// left as it is.
+func Inject(req *http.Request, host string, secrets []Secret) []string {
+	var used []string
+	for _, s := range secrets {
+		if s.Placeholder == "" || !s.matchHost(host) {
+			continue
+		}
+		if s.PathPrefix != "" && s.PathPrefix != "/" && !strings.HasPrefix(req.URL.Path, s.PathPrefix) {
+			continue
+		}
+		h := s.Header
+		if h == "" {
+			h = "Authorization"
+		}
+		if !strings.Contains(req.Header.Get(h), s.Placeholder) {
+			continue
+		}
+		f := s.Format
+		if f == "" {
+			f = "{value}"
+		}
+		req.Header.Set(h, strings.ReplaceAll(f, "{value}", s.Value))
+		used = append(used, s.Name)
+	}
+	return used
+}
+
+// SetSecrets replaces the secrets the proxy delivers for the box.
+func (b *Box) SetSecrets(s []Secret) {
+	cp := append([]Secret(nil), s...)
+	b.secrets.Store(&cp)
+}
+
+func (b *Box) secretList() []Secret {
+	if p := b.secrets.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (b *Box) hasSecrets() bool { return len(b.secretList()) > 0 }
+
+// intercepts reports whether the proxy terminates TLS to name: when a
+// secret may go there and the server has a CA.
+func (b *Box) intercepts(name string) bool {
+	if b.m.cfg.CA == nil {
+		return false
+	}
+	for _, s := range b.secretList() {
+		if s.matchHost(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// intercept terminates the box's TLS to ch.name and carries its HTTP/1
+// requests to a verified TLS connection of the proxy's own.
+func (b *Box) intercept(c net.Conn, s sniffed, ch choice) {
+	cert, err := b.m.cfg.CA.leaf(ch.name)
+	if err != nil {
+		b.log.Error("egress: certificate", "name", ch.name, "err", err)
+		return
+	}
+	box := tls.Server(&replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(s.buf), c)}, &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		NextProtos:   []string{"http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	})
+	_ = box.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := box.Handshake(); err != nil {
+		b.log.Info("egress: box TLS handshake", "name", ch.name, "err", err)
+		return
+	}
+	_ = box.SetDeadline(time.Time{})
+	ctx, cancel := context.WithTimeout(context.Background(), b.m.cfg.DialTimeout)
+	raw, err := b.m.cfg.Dial(ctx, "tcp", ch.dst.String())
+	if err != nil {
+		cancel()
+		b.refused("tcp", ch.name, ch.dst, "connect: "+err.Error())
+		return
+	}
+	up := tls.Client(raw, b.m.tlsConfig(ch.name))
+	err = up.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		raw.Close()
+		b.refused("tls", ch.name, ch.dst, "upstream TLS: "+err.Error())
+		return
+	}
+	defer up.Close()
+	b.relayHTTP(bufio.NewReader(box), box, up, ch.name)
+}
+
+// serveHTTP carries plain HTTP/1 requests of a box that has secrets, so
+// that each request to a secret's host gets it.
+func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.m.cfg.DialTimeout)
+	up, err := b.m.cfg.Dial(ctx, "tcp", ch.dst.String())
+	cancel()
+	if err != nil {
+		b.refused("tcp", s.name, ch.dst, "connect: "+err.Error())
+		refusePage(c, s.head.req.Host, "the upstream cannot be reached")
+		return
+	}
+	defer up.Close()
+	b.relayHTTP(bufio.NewReader(io.MultiReader(bytes.NewReader(s.buf), c)), c, up, ch.name)
+}
+
+// relayHTTP reads requests from the box (br over box), delivers secrets in
+// those whose Host is name (the name the connection was allowed and, for
+// TLS, verified for), writes them to up and copies each response back
+// unchanged. An upgrade (101) turns into a plain two-way copy.
+func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name string) {
+	upr := bufio.NewReader(up)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		host, _, _ := hostName(req.Host)
+		if host == name {
+			if used := Inject(req, name, b.secretList()); len(used) > 0 {
+				b.log.Info("egress delivered secrets", "name", name, "secrets", used)
+			}
+		}
+		if err := req.Write(up); err != nil {
+			return
+		}
+		resp, err := http.ReadResponse(upr, req)
+		if err != nil {
+			return
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			if err := resp.Write(box); err != nil {
+				return
+			}
+			splice(&replayConn{Conn: box, r: br}, &replayConn{Conn: up, r: upr})
+			return
+		}
+		err = resp.Write(box)
+		resp.Body.Close()
+		if err != nil || resp.Close || req.Close {
+			return
+		}
+	}
+}
+
+// replayConn is a connection whose reads come from r (bytes already read
+// off it, then the connection).
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite passes a half-close to the connection under it.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("no half-close")
+}
