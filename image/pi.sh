@@ -1,6 +1,7 @@
 #!/bin/sh
 # pi.sh: build the image of engine kind "pi": a Debian root file system
-# (debootstrap.sh) with git, ripgrep and fd-find from Debian, Node.js from
+# (debootstrap.sh) with git, ripgrep, fd-find and python3 with matplotlib
+# (what a coding agent's scripts reach for) from Debian, Node.js from
 # npm (the official binary, package node-linux-ARCH) and the pi coding
 # agent pinned by image/pi/package-lock.json. Everything comes through apt
 # and npm, so it builds where only their mirrors are reachable.
@@ -19,4 +20,4 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 command -v npm >/dev/null 2>&1 || { echo "pi.sh: npm is needed on the host (apt-get install -y npm, or Node.js from nodejs.org)" >&2; exit 1; }
 [ $# -gt 0 ] && [ "$1" != "--" ] || set -- pi "$@"
-PACKAGES=${PACKAGES:-python3,ca-certificates,git,ripgrep,fd-find} HOOK="$here/pi/install.sh" exec "$here/debootstrap.sh" "$@"
+PACKAGES=${PACKAGES:-python3,ca-certificates,git,ripgrep,fd-find,python3-matplotlib} HOOK="$here/pi/install.sh" exec "$here/debootstrap.sh" "$@"

@@ -468,3 +468,30 @@ func (p *pattern) Read(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// TestShipyardMatplotlib: a matplotlib figure a cell shows comes back as
+// one PNG, as in IPython. It runs in the pi image, whose python3 has
+// matplotlib (ASTRABOX_TEST_PI_ROOTFS, required in CI).
+func TestShipyardMatplotlib(t *testing.T) {
+	testenv.NeedRoot(t)
+	rootfs := os.Getenv("ASTRABOX_TEST_PI_ROOTFS")
+	testenv.Need(t, rootfs != "", "an image with python3 and matplotlib (ASTRABOX_TEST_PI_ROOTFS; make dist/pi-rootfs.tar.gz)")
+	env := servertest.New(t, servertest.Options{Backend: "native", Rootfs: rootfs})
+	c := newBay(t, env.URL+"/shipyard", servertest.Key)
+	usePythonDefault(env)
+	id := c.must(201, "POST", "/v1/sandboxes", map[string]any{"profile": "python-default", "ttl": 600})["id"].(string)
+	c.waitReady(id)
+	r := c.python(id, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.title('x')\nplt.show()\n'drawn'")
+	images := r["data"].(map[string]any)["output"].(map[string]any)["images"].([]any)
+	if r["success"] != true || len(images) != 1 || r["output"] != "'drawn'\n" {
+		t.Fatalf("matplotlib figure: %d images, %v", len(images), r)
+	}
+	b, err := base64.StdEncoding.DecodeString(images[0].(map[string]any)["image/png"].(string))
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 1000 {
+		t.Fatalf("the figure is not a PNG of a plot: %d bytes, %v", len(b), err)
+	}
+	// A figure shown once is not shown again by the next cell.
+	if r := c.python(id, "1+1"); len(r["data"].(map[string]any)["output"].(map[string]any)["images"].([]any)) != 0 {
+		t.Fatalf("the next cell repeats the figure: %v", r)
+	}
+}
