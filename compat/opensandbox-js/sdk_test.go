@@ -59,7 +59,7 @@ func TestOpenSandboxJSSDK(t *testing.T) {
 		// files from it with python3 -m http.server.
 		testenv.Need(t, fileExists("/usr/bin/python3") || fileExists("/usr/local/bin/python3"), "python3 in /usr/bin or /usr/local/bin")
 		srv := startServer(ctx, t, binary)
-		runSDKTest(ctx, t, pkgDir, srv, "host", `{}`)
+		runSDKTest(ctx, t, pkgDir, "sdk.test.mjs", srv, "host", `{}`)
 	})
 	t.Run("opensandbox", func(t *testing.T) {
 		// The same test through a second server whose backend "rem" (an
@@ -72,29 +72,37 @@ func TestOpenSandboxJSSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := startServer(ctx, t, binary, "--config", cfg, "--backends", "native,rem")
-		runSDKTest(ctx, t, pkgDir, srv, "host", `{"backend":"rem"}`)
+		runSDKTest(ctx, t, pkgDir, "sdk.test.mjs", srv, "host", `{"backend":"rem"}`)
 	})
 	t.Run("docker", func(t *testing.T) {
 		// The same test on a Docker profile: a Debian image loaded into the
 		// engine from the rootfs tarball CI builds.
-		testenv.NeedDocker(t)
-		rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
-		testenv.Need(t, rootfs != "", "a Debian rootfs tarball (ASTRABOX_TEST_ROOTFS)")
-		const img = "astrabox-compat-debian:12"
-		if out, err := exec.CommandContext(ctx, binary, "image", "import", img, rootfs, "--docker",
-			"--data-dir", t.TempDir()).CombinedOutput(); err != nil {
-			t.Fatalf("image import --docker: %v: %s", err, out)
-		}
+		img := dockerImage(ctx, t, binary)
 		srv := startServer(ctx, t, binary, "--backends", "native,docker")
-		runSDKTest(ctx, t, pkgDir, srv, img, `{"backend":"docker"}`)
+		runSDKTest(ctx, t, pkgDir, "sdk.test.mjs", srv, img, `{"backend":"docker"}`)
 	})
 }
 
-// runSDKTest runs sdk.test.mjs against srv with sandboxes of image on the
-// backend extensions select.
-func runSDKTest(ctx context.Context, t *testing.T, pkgDir string, srv *server, image, extensions string) {
+// dockerImage loads the Debian test rootfs (ASTRABOX_TEST_ROOTFS) into the
+// Docker Engine and returns its name; it needs Docker and the tarball.
+func dockerImage(ctx context.Context, t *testing.T, binary string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", "sdk.test.mjs")
+	testenv.NeedDocker(t)
+	rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
+	testenv.Need(t, rootfs != "", "a Debian rootfs tarball (ASTRABOX_TEST_ROOTFS)")
+	const img = "astrabox-compat-debian:12"
+	if out, err := exec.CommandContext(ctx, binary, "image", "import", img, rootfs, "--docker",
+		"--data-dir", t.TempDir()).CombinedOutput(); err != nil {
+		t.Fatalf("image import --docker: %v: %s", err, out)
+	}
+	return img
+}
+
+// runSDKTest runs script (node --test) against srv with sandboxes of image
+// on the backend extensions select; env adds variables.
+func runSDKTest(ctx context.Context, t *testing.T, pkgDir, script string, srv *server, image, extensions string, env ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", script)
 	cmd.Dir = pkgDir
 	cmd.Env = append(os.Environ(),
 		"OPEN_SANDBOX_DOMAIN="+srv.addr,
@@ -103,13 +111,14 @@ func runSDKTest(ctx context.Context, t *testing.T, pkgDir string, srv *server, i
 		"SANDBOX_EXTENSIONS="+extensions,
 		"NO_COLOR=1",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	out := newLineLogger(t, "sdk: ")
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	out.Flush()
 	if err != nil {
-		t.Fatalf("node --test sdk.test.mjs: %v (its output is above; the server log follows)", err)
+		t.Fatalf("node --test %s: %v (its output is above; the server log follows)", script, err)
 	}
 }
 

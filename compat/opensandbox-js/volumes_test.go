@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/astrabox/astrabox/internal/testenv"
 )
@@ -49,34 +47,13 @@ func TestOpenSandboxJSSDKVolumes(t *testing.T) {
 		}
 		return startServer(ctx, t, binary, "--config", cfg, "--backends", backends), root
 	}
-	run := func(t *testing.T, srv *server, root, image, extensions string) {
-		cmd := exec.CommandContext(ctx, "node", "--test", "--test-reporter=spec", "volumes.test.mjs")
-		cmd.Dir = pkgDir
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+srv.addr, "OPEN_SANDBOX_API_KEY="+srv.key,
-			"SANDBOX_IMAGE="+image, "SANDBOX_EXTENSIONS="+extensions, "HOST_ROOT="+root, "NO_COLOR=1")
-		out := newLineLogger(t, "sdk: ")
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.WaitDelay = 10 * time.Second
-		err := cmd.Run()
-		out.Flush()
-		if err != nil {
-			t.Fatalf("node --test volumes.test.mjs: %v (its output is above)", err)
-		}
-	}
 	t.Run("native", func(t *testing.T) {
 		srv, root := serve(t, "native")
-		run(t, srv, root, "host", `{}`)
+		runSDKTest(ctx, t, pkgDir, "volumes.test.mjs", srv, "host", `{}`, "HOST_ROOT="+root)
 	})
 	t.Run("docker", func(t *testing.T) {
-		testenv.NeedDocker(t)
-		rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
-		testenv.Need(t, rootfs != "", "a Debian rootfs tarball (ASTRABOX_TEST_ROOTFS)")
-		const img = "astrabox-compat-debian:12"
-		if out, err := exec.CommandContext(ctx, binary, "image", "import", img, rootfs, "--docker",
-			"--data-dir", t.TempDir()).CombinedOutput(); err != nil {
-			t.Fatalf("image import --docker: %v: %s", err, out)
-		}
+		img := dockerImage(ctx, t, binary)
 		srv, root := serve(t, "native,docker")
-		run(t, srv, root, img, `{"backend":"docker"}`)
+		runSDKTest(ctx, t, pkgDir, "volumes.test.mjs", srv, img, `{"backend":"docker"}`, "HOST_ROOT="+root)
 	})
 }

@@ -53,14 +53,11 @@ func runBenchPlatform(ctx context.Context, args []string, stdio IO, env Env) err
 	if err != nil {
 		return fmt.Errorf("locate the astrabox binary: %w", err)
 	}
-	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	scratch, remove, err := benchScratch()
 	if err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
+		return err
 	}
-	defer os.RemoveAll(scratch)
-	if err := os.Chmod(scratch, 0o711); err != nil { // traversable by the users boxes run as
-		return fmt.Errorf("scratch dir: %w", err)
-	}
+	defer remove()
 	rep, err := bench.RunPlatform(ctx, bench.PlatformConfig{Backends: strings.Split(*backends, ","), Binary: exe, Dir: scratch,
 		N: max(*n, 1), Followers: max(*followers, 1), Postgres: cmp.Or(*postgres, env("ASTRABOX_TEST_POSTGRES")),
 		PiRootfs: cmp.Or(*piRootfs, env("ASTRABOX_TEST_PI_ROOTFS")), Progress: stdio.Stderr})
@@ -97,14 +94,11 @@ func runBenchReplicas(ctx context.Context, args []string, stdio IO, env Env) err
 	if err != nil {
 		return fmt.Errorf("locate the astrabox binary: %w", err)
 	}
-	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	scratch, remove, err := benchScratch()
 	if err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
+		return err
 	}
-	defer os.RemoveAll(scratch)
-	if err := os.Chmod(scratch, 0o711); err != nil { // traversable by the users boxes run as
-		return fmt.Errorf("scratch dir: %w", err)
-	}
+	defer remove()
 	rep, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Binary: exe, Dir: scratch, Postgres: dsn, Takeovers: max(*takeovers, 1),
 		N: max(*n, 1), Lease: max(*lease, 1), Progress: stdio.Stderr})
 	if len(rep.Rows) > 0 { // also after a failure: what was measured
@@ -174,11 +168,11 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 			}
 			cfg.Targets = append(cfg.Targets, bench.Target{Name: name, Image: image, Resources: res})
 		}
-		scratch, err := os.MkdirTemp("", "astrabox-bench-")
+		scratch, remove, err := benchScratch()
 		if err != nil {
-			return fmt.Errorf("scratch dir: %w", err)
+			return err
 		}
-		defer os.RemoveAll(scratch)
+		defer remove()
 		cfg.Dir = scratch
 		return writeSuite(ctx, stdio, cfg, *jsonOut)
 	}
@@ -186,14 +180,11 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 	if err != nil {
 		return fmt.Errorf("locate the astrabox binary: %w", err)
 	}
-	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	scratch, remove, err := benchScratch()
 	if err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
+		return err
 	}
-	defer os.RemoveAll(scratch)
-	if err := os.Chmod(scratch, 0o711); err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
-	}
+	defer remove()
 	targets, closeAll, err := benchTargets(ctx, strings.Split(*backends, ","), exe, scratch, *dockerImage, res)
 	defer closeAll()
 	if err != nil {
@@ -298,13 +289,11 @@ func runBenchmark(stdio IO, dir, jsonOut string, run func(exe, scratch string) (
 	}
 	scratch := dir
 	if scratch == "" {
-		if scratch, err = os.MkdirTemp("", "astrabox-bench-"); err != nil {
-			return fmt.Errorf("scratch dir: %w", err)
+		var remove func()
+		if scratch, remove, err = benchScratch(); err != nil {
+			return err
 		}
-		defer os.RemoveAll(scratch)
-		if err := os.Chmod(scratch, 0o711); err != nil {
-			return fmt.Errorf("scratch dir: %w", err)
-		}
+		defer remove()
 	}
 	rep, err := run(exe, scratch)
 	if err != nil {
@@ -335,4 +324,18 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q (want e.g. 64MiB)", s)
 	}
 	return v * mult, nil
+}
+
+// benchScratch makes a new temporary directory for a benchmark's state,
+// traversable by the unprivileged users boxes run as; remove deletes it.
+func benchScratch() (dir string, remove func(), err error) {
+	dir, err = os.MkdirTemp("", "astrabox-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("scratch dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("scratch dir: %w", err)
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }

@@ -41,11 +41,11 @@ func runBenchRemote(ctx context.Context, args []string, stdio IO, env Env) error
 		return fmt.Errorf("bench remote: --url is required")
 	}
 	key := cmp.Or(*apiKey, env("ASTRABOX_REMOTE_API_KEY"))
-	scratch, err := os.MkdirTemp("", "astrabox-bench-")
+	scratch, remove, err := benchScratch()
 	if err != nil {
-		return fmt.Errorf("scratch dir: %w", err)
+		return err
 	}
-	defer os.RemoveAll(scratch)
+	defer remove()
 	res := sandbox.Resources{MemoryBytes: 1 << 30}
 	base := bench.SuiteConfig{N: max(*n, 1), Concurrency: []int{1}, Size: 1 << 20, IdleBoxes: 1, DensityMax: 20, Cycles: 1,
 		Scenarios: []string{"create", "exec"}, Dir: scratch, Progress: stdio.Stderr}

@@ -251,7 +251,7 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			r.lastActive = time.Now()
-			if r.turn == nil && r.rt.adapter.Descriptor().SerialInputs && r.undelivered(ctx) {
+			if r.turn == nil && r.rt.serial && r.undelivered(ctx) {
 				return true, nil // the next input's turn
 			}
 			if !idle.Stop() {

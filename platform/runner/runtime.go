@@ -33,6 +33,7 @@ type runtime struct {
 	box       *store.Sandbox
 	ex        *execdclient.Client
 	adapter   engine.Adapter
+	serial    bool // the adapter's SerialInputs: one input at a time
 	rec       record
 	idle      time.Duration
 	sent      map[string]bool // inputs written to the program's stdin
@@ -127,7 +128,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 	}
 	r.nativeSize = int64(len(native))
 	placeholder := newPlaceholder()
-	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{},
+	rt := &runtime{box: box, ex: ex, adapter: ad, serial: ad.Descriptor().SerialInputs, idle: prof.IdleTimeout, sent: map[string]bool{},
 		rec: record{Placeholder: placeholder, EngineKind: a.EngineKind, ModelListen: ModelListen}}
 	if p, ok := r.m.p.Sandboxes().Backends()[box.Backend]; ok && p.Capabilities().Isolation == sandbox.IsolationNone {
 		rt.rec.ModelListen = ""
@@ -222,7 +223,7 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 	if rec.ModelListen == "" {
 		rec.ModelListen = ModelListen // a record from before the address was kept
 	}
-	rt := &runtime{box: box, ex: ex, adapter: ad, idle: prof.IdleTimeout, sent: map[string]bool{}, rec: rec}
+	rt := &runtime{box: box, ex: ex, adapter: ad, serial: ad.Descriptor().SerialInputs, idle: prof.IdleTimeout, sent: map[string]bool{}, rec: rec}
 	// The program has the inputs it acknowledged: sending them again
 	// would run them twice in a program that does not dedupe them.
 	delivered, err := r.m.st.ListInputs(ctx, sess.ID, store.InputDelivered)
@@ -348,7 +349,7 @@ func (r *runner) writeStdin(ctx context.Context, b []byte) error {
 // this runtime, in order; to a program that takes one at a time, the next
 // only once nothing else is in its hands.
 func (r *runner) deliver(ctx context.Context, pending []*store.Input) error {
-	serial := r.rt.adapter.Descriptor().SerialInputs
+	serial := r.rt.serial
 	for _, in := range pending {
 		if r.rt.sent[in.ID] {
 			if serial {
