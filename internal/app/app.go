@@ -41,6 +41,7 @@ func commands() []command {
 		{"execd", "run the in-box daemon (commands, files, terminals, ports)", runExecd},
 		{"bench", "measure AstraBox and print tables (bench execd|native)", runBench},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
+		{"kube-init", "init container of a Kubernetes sandbox (started by the kubernetes backend, not by hand)", runKubeInit},
 		{"image", "import, pull, list and remove sandbox images", runImage},
 		{"volume", "list and remove named volumes (kept across sandboxes)", runVolume},
 		{"agent", "manage Agents (agent create|ls|show|rm); with flags only, the built-in agent program", runAgentCommand},

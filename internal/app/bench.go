@@ -131,6 +131,7 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 	cycles := fs.Int("cycles", 1000, "create/delete cycles of the leak scenario")
 	only := fs.String("scenarios", "", "run only these scenarios, comma-separated")
 	dockerImage := fs.String("docker-image", "", "image of the docker backend's sandboxes, present in the engine (e.g. debian:12)")
+	kube := addKubeBenchFlags(fs)
 	jsonOut := fs.String("json", "", "also write the results to this JSON file")
 	server := fs.String("server", "", "measure this running server (URL) instead of serving the backends in-process")
 	apiKey := fs.String("api-key", "", "API key of --server (default $ASTRABOX_API_KEY)")
@@ -163,8 +164,11 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 		for _, name := range strings.Split(*backends, ",") {
 			name = strings.TrimSpace(name)
 			image := "host"
-			if name == "docker" {
+			switch name {
+			case "docker":
 				image = *dockerImage
+			case "kubernetes":
+				image = *kube.image
 			}
 			cfg.Targets = append(cfg.Targets, bench.Target{Name: name, Image: image, Resources: res})
 		}
@@ -185,7 +189,7 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 		return err
 	}
 	defer remove()
-	targets, closeAll, err := benchTargets(ctx, strings.Split(*backends, ","), exe, scratch, *dockerImage, res)
+	targets, closeAll, err := benchTargets(ctx, strings.Split(*backends, ","), exe, scratch, *dockerImage, kube, res)
 	defer closeAll()
 	if err != nil {
 		return err
@@ -212,7 +216,7 @@ func writeSuite(ctx context.Context, stdio IO, cfg bench.SuiteConfig, jsonOut st
 
 // benchTargets builds the process harness and the named backends, each
 // with its state under scratch; closeAll releases what they set up.
-func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage string, res sandbox.Resources) ([]bench.Target, func(), error) {
+func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage string, kube kubeBenchFlags, res sandbox.Resources) ([]bench.Target, func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -245,9 +249,16 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 			}
 			closers = append(closers, func() { _ = p.Close() })
 			targets = append(targets, bench.Target{Name: "docker", Provider: p, Image: dockerImage, Resources: res})
+		case "kubernetes":
+			t, closeFn, err := kubeBenchTarget(kube, res)
+			if err != nil {
+				return nil, closeAll, err
+			}
+			closers = append(closers, closeFn)
+			targets = append(targets, t)
 		case "", "process":
 		default:
-			return nil, closeAll, fmt.Errorf("bench: unknown backend %q (known: native, docker)", name)
+			return nil, closeAll, fmt.Errorf("bench: unknown backend %q (known: native, docker, kubernetes)", name)
 		}
 	}
 	return targets, closeAll, nil

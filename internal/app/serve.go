@@ -46,6 +46,7 @@ type serveConfig struct {
 	Profiles       map[string]lifecycle.Profile `json:"profiles"`
 	Native         nativeConfig                 `json:"native"`
 	Docker         dockerConfig                 `json:"docker"`
+	Kubernetes     kubernetesConfig             `json:"kubernetes"` // serve_kubernetes.go
 	// OpenSandbox names remote lifecycle services as backends
 	// (serve_opensandbox.go).
 	OpenSandbox opensandboxConfigs `json:"opensandbox"`
@@ -154,6 +155,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.Egress.validate(); err != nil {
+		return err
+	}
+	if err := c.Kubernetes.validate(); err != nil {
 		return err
 	}
 	if n := c.Native.Network; n != "" {
@@ -402,7 +406,7 @@ func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, eg *
 		}
 		return p, nil
 	case "kubernetes":
-		return nil, fmt.Errorf("backend %q is not available in this build yet", name)
+		return newKubernetesBackend(cfg.Kubernetes, log)
 	}
 	if oc, ok := cfg.OpenSandbox[name]; ok {
 		return newOpenSandboxBackend(name, dataDir, oc, log)
