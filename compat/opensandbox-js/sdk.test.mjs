@@ -7,7 +7,9 @@
 //
 // SDK_DEBUG=1 turns on the SDK's request logging. SANDBOX_IMAGE (default
 // "host", the native backend's built-in image) and SANDBOX_EXTENSIONS (JSON,
-// e.g. {"backend":"docker"}) choose what the sandboxes run on.
+// e.g. {"backend":"docker"}) choose what the sandboxes run on;
+// SANDBOX_PAUSE=unsupported expects pause to be refused (a backend that
+// cannot freeze a box answers CAPABILITY_NOT_SUPPORTED).
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -29,6 +31,7 @@ const METADATA = { suite: "opensandbox-js", run: RUN };
 
 const IMAGE = process.env.SANDBOX_IMAGE || "host";
 const EXTENSIONS = JSON.parse(process.env.SANDBOX_EXTENSIONS || "{}");
+const PAUSE_UNSUPPORTED = process.env.SANDBOX_PAUSE === "unsupported";
 
 // Domain and key come from the environment, as the SDK documents.
 const config = new ConnectionConfig({ requestTimeoutSeconds: 60, debug: !!process.env.SDK_DEBUG });
@@ -364,6 +367,15 @@ describe("OpenSandbox JS SDK against AstraBox", () => {
 
   test("pause and resume", async () => {
     await sandbox.commands.run("echo kept > /tmp/sdk/state");
+    if (PAUSE_UNSUPPORTED) {
+      await assert.rejects(sandbox.pause(), (err) => {
+        assert.ok(err instanceof SandboxApiException, `pause fails with a SandboxApiException: ${err}`);
+        assert.match(`${err.message} ${JSON.stringify(err.rawBody ?? null)} ${err.error?.code}`, /CAPABILITY_NOT_SUPPORTED/);
+        return true;
+      });
+      assert.equal((await sandbox.getInfo()).status.state, "Running");
+      return;
+    }
     await sandbox.pause();
     await eventually("the sandbox to be Paused", async () => (await sandbox.getInfo()).status.state === "Paused");
 

@@ -250,12 +250,12 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 			closers = append(closers, func() { _ = p.Close() })
 			targets = append(targets, bench.Target{Name: "docker", Provider: p, Image: dockerImage, Resources: res})
 		case "kubernetes":
-			t, closeFn, err := kubeBenchTarget(kube, res)
+			ts, closeFn, err := kubeBenchTargets(kube, res)
 			if err != nil {
 				return nil, closeAll, err
 			}
 			closers = append(closers, closeFn)
-			targets = append(targets, t)
+			targets = append(targets, ts...)
 		case "", "process":
 		default:
 			return nil, closeAll, fmt.Errorf("bench: unknown backend %q (known: native, docker, kubernetes)", name)

@@ -35,6 +35,8 @@ type Target struct {
 	Image string
 	// Resources of its boxes (room for the transfer scenarios).
 	Resources sandbox.Resources
+	// Network is its boxes' network mode ("" is the backend's default).
+	Network sandbox.NetworkMode
 }
 
 // SuiteConfig configures the benchmark suite (`astrabox bench`).
@@ -189,7 +191,7 @@ func (s *suite) serve(ctx context.Context) (stop func(), err error) {
 	var names []string
 	for _, t := range s.cfg.Targets {
 		backends[t.Name] = t.Provider
-		profiles[profileOf(t)] = lifecycle.Profile{Backend: t.Name, Image: t.Image, Resources: t.Resources}
+		profiles[profileOf(t)] = lifecycle.Profile{Backend: t.Name, Image: t.Image, Resources: t.Resources, Network: t.Network}
 		names = append(names, t.Name)
 	}
 	key := make([]byte, 32)
@@ -231,7 +233,11 @@ func (s *suite) serve(ctx context.Context) (stop func(), err error) {
 // profileBody is the stored profile of target t's boxes, with a warm pool
 // of poolSize.
 func profileBody(t Target, poolSize int) map[string]any {
-	return map[string]any{"backend": t.Name, "image": t.Image, "resources": t.Resources, "poolSize": poolSize}
+	body := map[string]any{"backend": t.Name, "image": t.Image, "resources": t.Resources, "poolSize": poolSize}
+	if t.Network != "" {
+		body["network"] = t.Network
+	}
+	return body
 }
 
 // profileOf names the profile the suite creates target's boxes with.

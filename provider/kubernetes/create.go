@@ -114,6 +114,11 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	// the Pod's volumes (a missing one costs a retry back-off); it is made
 	// the Pod's once the Pod exists. A crash in between leaves a record
 	// without a Pod, which List reports for the reconciler.
+	if spec.Network.Mode == sandbox.NetworkUnrestricted {
+		if err := p.ensureNetworkPolicy(ctx); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
 	secrets := p.cs.CoreV1().Secrets(p.cfg.Namespace)
 	_, err := secrets.Create(ctx, p.secretSpec(id, token, nil), createOpts)
 	if apierrors.IsAlreadyExists(err) {

@@ -23,7 +23,8 @@
 // pod's network namespace. Network unrestricted keeps the pod network and
 // is offered only where the operator states that the cluster filters the
 // egress of the backend's pods (Config.EgressFiltered); the backend then
-// adds a NetworkPolicy that blocks cloud metadata and private ranges.
+// adds a NetworkPolicy that blocks cloud metadata and private ranges and
+// admits ingress only from AstraBox (netpol.go).
 //
 // The access token of each box is in a Secret of the box's name, owned by
 // its Pod (so the cluster's garbage collector removes a Secret whose Pod
@@ -164,6 +165,8 @@ type Provider struct {
 	locks  map[string]*sync.Mutex // per box id
 	fwd    map[string]*forwarder  // port-forward connections, by pod name
 	states map[string]boxState    // what Dial needs of boxes seen running, by id
+	// netpolReady is set once the unrestricted NetworkPolicy is in place (netpol.go).
+	netpolReady bool
 
 	instanceMu sync.Mutex
 	instance   string

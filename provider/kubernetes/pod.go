@@ -87,11 +87,13 @@ func (p *Provider) podSpec(id string, spec sandbox.Spec) *corev1.Pod {
 	if len(hostname) > 63 {
 		hostname = hostname[:63]
 	}
+	podLabels := p.labels(id)
+	podLabels[labelNetwork] = string(spec.Network.Mode)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        p.podName(id),
 			Namespace:   p.cfg.Namespace,
-			Labels:      p.labels(id),
+			Labels:      podLabels,
 			Annotations: map[string]string{annNetwork: string(spec.Network.Mode)},
 		},
 		Spec: corev1.PodSpec{
