@@ -120,6 +120,13 @@ func (s *Service) adopt(ctx context.Context, rec *store.Sandbox, spec sandbox.Sp
 		return err
 	}
 	*rec = *cur
+	// The box was made with the pool's expiry, from when it was made: a
+	// backend that keeps its own (sandbox.Renewer) gets the new one.
+	if cur.ExpiresAt != nil {
+		if err := s.forwardRenew(ctx, cur, *cur.ExpiresAt); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,10 +1,13 @@
 package lifecycle
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
 )
 
 func TestPoolKey(t *testing.T) {
@@ -72,5 +75,50 @@ func TestProfileJSON(t *testing.T) {
 		if err := back.UnmarshalJSON(b); err != nil || back.Timeout != p.Timeout {
 			t.Errorf("round trip of %s: %s %v", tc.in, b, err)
 		}
+	}
+}
+
+// renewRecorder is a backend that keeps an expiry of its own
+// (sandbox.Renewer) and records the renewals it is given.
+type renewRecorder struct {
+	sandbox.Provider
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (r *renewRecorder) Renew(_ context.Context, id string, at time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at[id] = at
+	return nil
+}
+
+// TestAdoptForwardsTheNewExpiry checks that a box claimed from a pool,
+// made with the pool's expiry, gets the claim's expiry on a backend that
+// keeps its own (a native box's init enforces it).
+func TestAdoptForwardsTheNewExpiry(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		renewed bool
+	}{{"with a timeout", time.Hour, true}, {"without", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newTestService(t, nil, 0)
+			rr := &renewRecorder{Provider: svc.cfg.Backends["process"], at: map[string]time.Time{}}
+			svc.cfg.Backends["process"] = rr
+			now := time.Now().UTC()
+			rec := &store.Sandbox{ID: "p1", Backend: "process", State: sandbox.StateRunning, CreatedAt: now, UpdatedAt: now, LastActiveAt: now}
+			if err := svc.cfg.Store.CreateSandbox(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.adopt(ctx, rec, sandbox.Spec{Image: "host", Timeout: tc.timeout}, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			at, ok := rr.at["p1"]
+			if ok != tc.renewed || (ok && (rec.ExpiresAt == nil || !at.Equal(*rec.ExpiresAt))) {
+				t.Fatalf("renewed %v to %v; record expires %v", ok, at, rec.ExpiresAt)
+			}
+		})
 	}
 }

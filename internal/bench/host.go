@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,13 +17,17 @@ import (
 )
 
 // hostCounts is what the host holds that a sandbox could leave behind.
-type hostCounts struct{ mounts, cgroups, procs, links int }
+// rules counts AstraBox's iptables rules and chains (-1: iptables-save is
+// not installed); files counts the entries under the target's data dir
+// (-1: none named).
+type hostCounts struct{ mounts, cgroups, procs, links, rules, files int }
 
 // snapshot counts the host's mounts, cgroups, processes and network
-// links, whoever made them: a difference after a run that deleted all it
+// links, whoever made them, AstraBox's firewall rules and the files under
+// dataDir ("": not counted): a difference after a run that deleted all it
 // created is a leak.
-func snapshot() hostCounts {
-	var s hostCounts
+func snapshot(dataDir string) hostCounts {
+	s := hostCounts{rules: -1, files: -1}
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		s.mounts = strings.Count(string(b), "\n")
 	}
@@ -42,12 +47,48 @@ func snapshot() hostCounts {
 	if ifs, err := net.Interfaces(); err == nil {
 		s.links = len(ifs)
 	}
+	if out, err := exec.Command("iptables-save").Output(); err == nil {
+		s.rules = 0
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "ASTRABOX") || strings.Contains(line, "abx+") || strings.Contains(line, "abl+") {
+				s.rules++
+			}
+		}
+	}
+	if dataDir != "" {
+		s.files = 0
+		_ = filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && path != dataDir {
+				s.files++
+			}
+			return nil
+		})
+	}
 	return s
 }
 
+// leaks describes what s holds beyond before ("" when nothing), and counts
+// it. Processes and links of other programs on the host come and go too:
+// only growth counts.
+func (s hostCounts) leaks(before hostCounts) (string, int) {
+	var parts []string
+	total := 0
+	for _, c := range []struct {
+		what          string
+		before, after int
+	}{{"mounts", before.mounts, s.mounts}, {"cgroups", before.cgroups, s.cgroups}, {"processes", before.procs, s.procs},
+		{"network links", before.links, s.links}, {"firewall rules", before.rules, s.rules}, {"files in the data dir", before.files, s.files}} {
+		if c.after > c.before {
+			parts = append(parts, fmt.Sprintf("%+d %s", c.after-c.before, c.what))
+			total += c.after - c.before
+		}
+	}
+	return strings.Join(parts, ", "), total
+}
+
 func (s hostCounts) diff(before hostCounts) string {
-	return fmt.Sprintf("%+d mounts, %+d cgroups, %+d processes, %+d network links on the host", s.mounts-before.mounts,
-		s.cgroups-before.cgroups, s.procs-before.procs, s.links-before.links)
+	return fmt.Sprintf("%+d mounts, %+d cgroups, %+d processes, %+d network links, %+d firewall rules, %+d files in the data dir on the host",
+		s.mounts-before.mounts, s.cgroups-before.cgroups, s.procs-before.procs, s.links-before.links, s.rules-before.rules, s.files-before.files)
 }
 
 // connect returns a client of a box's execd, reached through p.

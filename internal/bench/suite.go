@@ -37,6 +37,9 @@ type Target struct {
 	Resources sandbox.Resources
 	// Network is its boxes' network mode ("" is the backend's default).
 	Network sandbox.NetworkMode
+	// DataDir is where the backend keeps its files, which the leak
+	// scenario counts ("": not counted).
+	DataDir string
 }
 
 // SuiteConfig configures the benchmark suite (`astrabox bench`).

@@ -80,6 +80,17 @@ func (p *Provider) resources(r sandbox.Resources) sandbox.Resources {
 
 func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Info, error) {
 	cfg := initConfig{ID: id, Hostname: id, Binary: p.binary}
+	// Shared until this box holds its slot: the host firewall set up
+	// below stays in place (see removeFirewall).
+	unlockSlots, err := p.slotsLock(false)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	defer func() {
+		if unlockSlots != nil {
+			unlockSlots()
+		}
+	}()
 	unrestricted := spec.Network.Mode == sandbox.NetworkUnrestricted
 	var servers []netip.Addr
 	if unrestricted {
@@ -140,10 +151,15 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err := os.Mkdir(cfg.Root, 0o755); err != nil {
 		return sandbox.Info{}, fmt.Errorf("create box root: %w", err)
 	}
+	if err := p.writeDeadline(id, deadlineOf(spec), true); err != nil {
+		return sandbox.Info{}, err
+	}
 	slot, err := p.allocSlot(id)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
+	unlockSlots()
+	unlockSlots = nil
 	if err := p.cg.create(id, res); err != nil {
 		return sandbox.Info{}, err
 	}
@@ -231,12 +247,19 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, im
 	}
 	defer tokR.Close()
 	defer tokW.Close()
-	logf, err := os.OpenFile(filepath.Join(p.boxDir(cfg.ID), logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// The output log and the deadline go to init alone (fdLog,
+	// fdDeadline); init's stdio is /dev/null.
+	logf, err := os.OpenFile(filepath.Join(p.boxDir(cfg.ID), logFile), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("box log: %w", err)
 	}
 	defer logf.Close()
-	extra := []*os.File{cfgR, syncR, listener, tokR}
+	deadline, err := os.Open(filepath.Join(p.boxDir(cfg.ID), deadlineFile))
+	if err != nil {
+		return nil, fmt.Errorf("box deadline: %w", err)
+	}
+	defer deadline.Close()
+	extra := []*os.File{cfgR, syncR, listener, tokR, nil, logf, deadline}
 	var imageSock *os.File
 	if !cfg.HostImage || len(mounts.vols) > 0 {
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -247,7 +270,7 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, im
 		defer imageSock.Close()
 		child := os.NewFile(uintptr(pair[1]), "image-child")
 		defer child.Close()
-		extra = append(extra, child)
+		extra[fdImage-3] = child
 	}
 
 	uid := hostUID(slot)
@@ -256,8 +279,6 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, im
 		Args:       []string{"astrabox", "init"},
 		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Dir:        "/",
-		Stdout:     logf,
-		Stderr:     logf,
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
@@ -407,8 +428,9 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	foreign := p.foreignBoxes()
 	for _, id := range ids {
-		if !seen[id] && validID(id) == nil {
+		if !seen[id] && !foreign[id] && validID(id) == nil {
 			out = append(out, sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: "cgroup without a box record"})
 		}
 	}
@@ -493,16 +515,14 @@ func (p *Provider) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return c, nil
 }
 
-// logTail returns the end of the box's init log, for error messages.
+// logTail returns the end of the box's output log (at most logTailMax
+// bytes of it are read), for error messages.
 func (p *Provider) logTail(id string) string {
-	b, err := os.ReadFile(filepath.Join(p.boxDir(id), logFile))
+	b, err := readTail(filepath.Join(p.boxDir(id), logFile), logTailMax)
 	if err != nil || len(b) == 0 {
 		return "no init log"
 	}
-	if len(b) > 512 {
-		b = b[len(b)-512:]
-	}
-	return strings.TrimSpace(string(b))
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), ""))
 }
 
 // MemoryUsage returns the memory charged to box id's cgroup in bytes: its

@@ -11,6 +11,12 @@ const (
 	// read-only mount idmapped to the box's user namespace, then one
 	// message per volume carrying its mount (see volumes.go).
 	fdImage = 7
+	// fdLog is the box's output log on the host, which init alone writes
+	// (see outputlog.go).
+	fdLog = 8
+	// fdDeadline is the box's deadline file on the host, read-only (see
+	// deadline.go).
+	fdDeadline = 9
 	// fdLayer is where init keeps its root tmpfs open (see keepLayer).
 	fdLayer = 1000
 )

@@ -36,21 +36,30 @@ type Daemon struct {
 // loopback, drops privileges (capability bounding set and its own
 // capabilities, no_new_privs, seccomp), serves d on the listener the host
 // passed, starts the entrypoint, and reaps orphans until d stops or it is
-// told to stop. Errors before d starts are written to stderr, which the
-// host keeps in the box's log.
+// told to stop, or the box's deadline passes. Errors are written to
+// stderr: like everything init and the entrypoint print, through a pipe
+// into the box's output log (see initoutput.go).
 func RunInit(stderr io.Writer, d Daemon) int {
-	if err := runInit(d); err != nil {
-		fmt.Fprintf(stderr, "astrabox init: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func runInit(d Daemon) error {
 	runtime.LockOSThread()
 	// Descriptors inherited from the host reach nothing else in the box
 	// but the ones handed on explicitly.
 	closeOnExecFrom(3)
+	out, err := startOutput()
+	if err == nil {
+		err = runInit(out, d)
+	}
+	code := 0
+	if err != nil {
+		fmt.Fprintf(stderr, "astrabox init: %v\n", err)
+		code = 1
+	}
+	if out != nil {
+		out.close()
+	}
+	return code
+}
+
+func runInit(out *initOutput, d Daemon) error {
 	cfgFile := os.NewFile(fdConfig, "config")
 	var cfg initConfig
 	if err := json.NewDecoder(cfgFile).Decode(&cfg); err != nil {
@@ -91,13 +100,14 @@ func runInit(d Daemon) error {
 	if err := loadSeccomp(); err != nil {
 		return err
 	}
-	return supervise(&cfg, d)
+	return supervise(&cfg, d, out, initDeadline{os.NewFile(fdDeadline, "deadline")})
 }
 
-// supervise serves d and starts the entrypoint, then reaps orphans until
-// d stops or SIGTERM arrives (then every process gets SIGTERM, and SIGKILL
-// after 5 s).
-func supervise(cfg *initConfig, d Daemon) error {
+// supervise serves d and starts the entrypoint (its output into out),
+// then reaps orphans until d stops or SIGTERM arrives (then every process
+// gets SIGTERM, and SIGKILL after 5 s) or the deadline passes (then every
+// process gets SIGKILL at once).
+func supervise(cfg *initConfig, d Daemon, out *initOutput, deadline initDeadline) error {
 	signals := make(chan os.Signal, 16)
 	signal.Notify(signals, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
@@ -123,7 +133,7 @@ func supervise(cfg *initConfig, d Daemon) error {
 		if !strings.Contains(path, "/") {
 			path = lookPath(path, cfg.Env)
 		}
-		if _, err := startChild(path, cfg.Entrypoint, cfg.Env, nil); err != nil {
+		if err := startEntrypoint(path, cfg.Entrypoint, cfg.Env, out); err != nil {
 			fmt.Fprintf(os.Stderr, "astrabox init: start entrypoint: %v\n", err)
 		}
 	}
@@ -138,7 +148,14 @@ func supervise(cfg *initConfig, d Daemon) error {
 			killAt = time.After(5 * time.Second)
 		}
 	}
-	tick := time.NewTicker(time.Second) // reaps even if a SIGCHLD was coalesced
+	expire := func(at time.Time) {
+		fmt.Fprintf(os.Stderr, "astrabox init: the box's deadline %s has passed: killing every process\n", at.UTC().Format(time.RFC3339))
+		beginStop()
+		_ = unix.Kill(-1, syscall.SIGKILL)
+	}
+	expired := false
+	// The ticks reap even if a SIGCHLD was coalesced, and read the deadline.
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
@@ -154,7 +171,11 @@ func supervise(cfg *initConfig, d Daemon) error {
 			beginStop()
 		case <-killAt:
 			_ = unix.Kill(-1, syscall.SIGKILL)
-		case <-tick.C:
+		case now := <-tick.C:
+			if at, passed := deadline.passed(now); passed && !expired {
+				expired = true
+				expire(at)
+			}
 		}
 		d.ReapOrphans()
 		if stopping && !serving && d.Children() == 0 {
@@ -163,18 +184,22 @@ func supervise(cfg *initConfig, d Daemon) error {
 	}
 }
 
-// startChild starts path with the given files as fds 3, 4, ... and returns
-// its pid; init reaps it.
-func startChild(path string, args, env []string, files []*os.File) (int, error) {
-	attr := &os.ProcAttr{Dir: boxWorkspace, Env: env, Files: append([]*os.File{os.Stdin, os.Stderr, os.Stderr}, files...),
+// startEntrypoint starts path, its stdout and stderr a pipe into out; init
+// reaps it.
+func startEntrypoint(path string, args, env []string, out *initOutput) error {
+	w, err := out.entrypointPipe()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	attr := &os.ProcAttr{Dir: boxWorkspace, Env: env, Files: []*os.File{os.Stdin, w, w},
 		Sys: &syscall.SysProcAttr{Setsid: true}}
 	p, err := os.StartProcess(path, args, attr)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	pid := p.Pid
 	_ = p.Release()
-	return pid, nil
+	return nil
 }
 
 func lookPath(name string, env []string) string {

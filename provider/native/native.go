@@ -29,8 +29,9 @@ import (
 
 // Config configures the native backend.
 type Config struct {
-	// DataDir holds the backend's state: one directory per box, the uid
-	// range slots, and a copy of the astrabox binary that boxes run.
+	// DataDir holds the backend's state: one directory per box and a copy
+	// of the astrabox binary that boxes run (uid slots are host-wide: see
+	// SlotDir).
 	DataDir string
 	// Binary is the astrabox binary to run as init and execd (default: the
 	// running executable).
@@ -39,8 +40,13 @@ type Config struct {
 	CgroupRoot string
 	// CgroupParent names the group boxes are created under (default
 	// "astrabox-" and a hash of DataDir, so that servers with different
-	// data dirs keep apart).
+	// data dirs keep apart; one configured must differ between data dirs
+	// too).
 	CgroupParent string
+	// SlotDir is the registry of uid slots that every native backend on
+	// the host shares, whatever its data dir (default DefaultSlotDir; see
+	// slots.go). Only tests set another.
+	SlotDir string
 	// Network is the IPv4 range boxes with network unrestricted are
 	// addressed from, 4 addresses per box (default DefaultNetwork). It must
 	// not overlap a network the host uses.
@@ -74,10 +80,11 @@ var defaultResources = sandbox.Resources{MilliCPU: 1000, MemoryBytes: 512 << 20,
 
 // Provider is the native backend. It is safe for concurrent use.
 type Provider struct {
-	cfg    Config
-	log    *slog.Logger
-	cg     *cgroups
-	binary string // the copy boxes run
+	cfg     Config
+	dataDir string // cfg.DataDir, absolute: how the slot registry names it
+	log     *slog.Logger
+	cg      *cgroups
+	binary  string // the copy boxes run
 
 	network netip.Prefix // see Config.Network
 	mtu     int          // of box veths: the uplink's
@@ -94,7 +101,6 @@ type Provider struct {
 // Layout of DataDir.
 const (
 	dirBoxes  = "boxes"
-	dirSlots  = "slots"
 	dirBin    = "bin"
 	stateFile = "state.json"
 	sockFile  = "execd.sock"
@@ -113,13 +119,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	if cfg.SlotDir == "" {
+		cfg.SlotDir = DefaultSlotDir
+	}
 	if cfg.CgroupParent == "" {
 		// One group per data dir: two servers on one host must never take
 		// each other's boxes for orphans.
-		abs, err := filepath.Abs(cfg.DataDir)
-		if err != nil {
-			return nil, fmt.Errorf("native: %w", err)
-		}
 		sum := sha256.Sum256([]byte(abs))
 		cfg.CgroupParent = "astrabox-" + hex.EncodeToString(sum[:4])
 	}
@@ -136,13 +145,16 @@ func New(cfg Config) (*Provider, error) {
 	}
 	// Box processes run as unprivileged host uids: every directory on the
 	// way to their mount points and binary must be traversable.
-	for _, dir := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, dirBoxes), filepath.Join(cfg.DataDir, dirSlots)} {
+	for _, dir := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, dirBoxes)} {
 		if err := os.MkdirAll(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("native: %w", err)
 		}
 		if err := os.Chmod(dir, 0o711); err != nil {
 			return nil, fmt.Errorf("native: %w", err)
 		}
+	}
+	if err := os.MkdirAll(cfg.SlotDir, 0o700); err != nil {
+		return nil, fmt.Errorf("native: slot registry: %w", err)
 	}
 	if err := checkTraversable(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
@@ -162,8 +174,10 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil || !network.Addr().Is4() || network.Bits() > 16 {
 		return nil, fmt.Errorf("native: network %q: want an IPv4 range of /16 or larger (4 addresses for each of the %d uid slots)", cfg.Network, slotCount)
 	}
-	p := &Provider{cfg: cfg, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex), pending: map[string][]string{},
+	p := &Provider{cfg: cfg, dataDir: abs, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex), pending: map[string][]string{},
 		network: network.Masked(), mtu: uplinkMTU(), netOK: hostFirewall.available(), gates: map[string]*egress.Gate{}}
+	p.adoptLegacySlots()
+	p.sweepExpired(context.Background())
 	if p.netOK && cfg.Egress != nil {
 		p.restoreEgress()
 	}
@@ -263,21 +277,6 @@ func validID(id string) error {
 		}
 	}
 	return nil
-}
-
-// Close releases what New set up on the host, for a provider that is done
-// with the data dir (tests, benchmarks): the binary's tmpfs and the cgroup
-// parent, which must hold no box by then. A server does not call it: its
-// boxes keep running across restarts.
-func (p *Provider) Close() error {
-	var errs []error
-	if err := boxbin.Release(filepath.Join(p.cfg.DataDir, dirBin)); err != nil {
-		errs = append(errs, err)
-	}
-	if err := p.cg.removeParent(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // HasImage implements sandbox.ImageChecker: "host" always, any other name
