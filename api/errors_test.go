@@ -51,13 +51,17 @@ func TestStatusOfEveryCode(t *testing.T) {
 		platform.CodeAgentNotFound:      404,
 		// platform.CodeSessionNotFound is sandbox.CodeSessionNotFound's
 		// spelling: one code, registered by both with one status.
-		platform.CodeProfileNotFound:    404,
-		platform.CodeInvalid:            400,
-		platform.CodeSessionBusy:        409,
-		platform.CodeVersionConflict:    409,
-		platform.CodeInteractionClosed:  409,
-		platform.CodeEngineNotInstalled: 400,
-		platform.CodeSessionDeleted:     410,
+		platform.CodeProfileNotFound:     404,
+		platform.CodeInvalid:             400,
+		platform.CodeSessionBusy:         409,
+		platform.CodeVersionConflict:     409,
+		platform.CodeInteractionClosed:   409,
+		platform.CodeEngineNotInstalled:  400,
+		platform.CodeSessionDeleted:      410,
+		platform.CodeVaultNotFound:       404,
+		platform.CodeSecretNotFound:      404,
+		platform.CodeVaultInUse:          409,
+		platform.CodeDeliveryUnsupported: 400,
 	}
 	for code, status := range want {
 		if got := statusOf(code); got != status {

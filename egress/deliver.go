@@ -29,9 +29,9 @@ type Secret struct {
 	Placeholder string // what the box holds (at least 16 bytes, unguessable)
 	Value       string // the real value
 	Host        string // "api.example.com" or "*.example.com"
-	PathPrefix  string // "" or "/": every path
+	PathPrefix  string // "" or "/": every path; else whole segments (see underPrefix)
 	Header      string // default "Authorization"
-	Format      string // default "{value}"; e.g. "Bearer {value}"
+	Format      string // default "Bearer {value}" for Authorization, else "{value}" (see Canonical)
 }
 
 // matchHost reports whether the secret may go to host (normalized).
@@ -51,24 +51,14 @@ func (s Secret) matchHost(host string) bool {
 func Inject(req *http.Request, host string, secrets []Secret) []string {
 	var used []string
 	for _, s := range secrets {
-		if s.Placeholder == "" || !s.matchHost(host) {
+		if s.Placeholder == "" || !s.matchHost(host) || !underPrefix(req.URL.Path, s.PathPrefix) {
 			continue
 		}
-		if s.PathPrefix != "" && s.PathPrefix != "/" && !strings.HasPrefix(req.URL.Path, s.PathPrefix) {
+		c := s.Canonical()
+		if !strings.Contains(req.Header.Get(c.Header), s.Placeholder) {
 			continue
 		}
-		h := s.Header
-		if h == "" {
-			h = "Authorization"
-		}
-		if !strings.Contains(req.Header.Get(h), s.Placeholder) {
-			continue
-		}
-		f := s.Format
-		if f == "" {
-			f = "{value}"
-		}
-		req.Header.Set(h, strings.ReplaceAll(f, "{value}", s.Value))
+		req.Header.Set(c.Header, strings.ReplaceAll(c.Format, "{value}", s.Value))
 		used = append(used, s.Name)
 	}
 	return used

@@ -105,6 +105,10 @@ func (m *Manager) Box(id string) *Box {
 	return m.boxes[id]
 }
 
+// CA returns the CA the proxy terminates TLS with for protected delivery
+// (nil when the Manager has none: secrets then reach only plain HTTP).
+func (m *Manager) CA() *CA { return m.cfg.CA }
+
 // Close closes every gate (and so every box's proxy).
 func (m *Manager) Close() {
 	m.mu.Lock()
@@ -229,6 +233,10 @@ func (g *Gate) Close() error {
 	g.m.mu.Unlock()
 	return nil
 }
+
+// Closed reports whether the gate has been closed (by Close, or by the
+// Manager's Close): a backend that keeps a gate opens a new one then.
+func (g *Gate) Closed() bool { return g.done.Load() }
 
 // Add puts box id, whose connections come from addr, behind the gate
 // with policy np (see sandbox.NetworkPolicy). A box of that id elsewhere

@@ -194,6 +194,10 @@ func (s *Service) Store() store.Store { return s.cfg.Store }
 // Backends returns the enabled backends by name.
 func (s *Service) Backends() map[string]sandbox.Provider { return s.cfg.Backends }
 
+// DefaultBackend names the backend of requests and profiles that name
+// none.
+func (s *Service) DefaultBackend() string { return s.cfg.DefaultBackend }
+
 func (s *Service) lock(id string) func() {
 	m, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
 	mu := m.(*sync.Mutex)

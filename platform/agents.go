@@ -57,7 +57,8 @@ func toAgent(a *store.Agent) Agent {
 
 const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
-// validateAgent checks req against the installed engines and the profile.
+// validateAgent checks req against the installed engines, the profile and
+// the vaults it names (see checkVaultIDs).
 func (s *Service) validateAgent(ctx context.Context, req *AgentRequest) error {
 	req.Name = strings.TrimSpace(req.Name)
 	if req.Name == "" || len(req.Name) > 200 {
@@ -115,10 +116,7 @@ func (s *Service) validateAgent(ctx context.Context, req *AgentRequest) error {
 	if len(p.Model.Models) > 0 && !slices.Contains(p.Model.Models, req.Model) {
 		return invalid("model %q is not offered by runtime profile %q (models: %s)", req.Model, p.Name, strings.Join(p.Model.Models, ", "))
 	}
-	if len(req.VaultIDs) > 0 {
-		return invalid("vault_ids: credential vaults are not available in this version")
-	}
-	return nil
+	return s.checkVaultIDs(ctx, req.VaultIDs)
 }
 
 // CreateAgent validates and stores a new Agent.

@@ -34,19 +34,28 @@ const (
 	CodeInteractionClosed  sandbox.Code = "INTERACTION_CLOSED"
 	CodeEngineNotInstalled sandbox.Code = "ENGINE_NOT_INSTALLED"
 	CodeSessionDeleted     sandbox.Code = "SESSION_DELETED"
+	// Credential vaults (vaults.go) and their delivery into Sessions.
+	CodeVaultNotFound       sandbox.Code = "VAULT_NOT_FOUND"
+	CodeSecretNotFound      sandbox.Code = "VAULT_SECRET_NOT_FOUND"
+	CodeVaultInUse          sandbox.Code = "VAULT_IN_USE"
+	CodeDeliveryUnsupported sandbox.Code = "PROTECTED_DELIVERY_UNSUPPORTED"
 )
 
 // StatusByCode maps the platform's codes to HTTP statuses.
 var StatusByCode = map[sandbox.Code]int{
-	CodeAgentNotFound:      http.StatusNotFound,
-	CodeSessionNotFound:    http.StatusNotFound,
-	CodeProfileNotFound:    http.StatusNotFound,
-	CodeInvalid:            http.StatusBadRequest,
-	CodeSessionBusy:        http.StatusConflict,
-	CodeVersionConflict:    http.StatusConflict,
-	CodeInteractionClosed:  http.StatusConflict,
-	CodeEngineNotInstalled: http.StatusBadRequest,
-	CodeSessionDeleted:     http.StatusGone,
+	CodeAgentNotFound:       http.StatusNotFound,
+	CodeSessionNotFound:     http.StatusNotFound,
+	CodeProfileNotFound:     http.StatusNotFound,
+	CodeInvalid:             http.StatusBadRequest,
+	CodeSessionBusy:         http.StatusConflict,
+	CodeVersionConflict:     http.StatusConflict,
+	CodeInteractionClosed:   http.StatusConflict,
+	CodeEngineNotInstalled:  http.StatusBadRequest,
+	CodeSessionDeleted:      http.StatusGone,
+	CodeVaultNotFound:       http.StatusNotFound,
+	CodeSecretNotFound:      http.StatusNotFound,
+	CodeVaultInUse:          http.StatusConflict,
+	CodeDeliveryUnsupported: http.StatusBadRequest,
 }
 
 // Waker is told when a Session has work (an input, an interrupt, an

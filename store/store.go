@@ -192,6 +192,7 @@ type Store interface {
 	Idempotencies
 	Profiles
 	Agents
+	Vaults
 	Sessions
 	Inputs
 	Streams

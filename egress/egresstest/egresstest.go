@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Request is what an upstream server saw of one request.
@@ -40,7 +42,8 @@ type Request struct {
 	APIKey        string // X-Api-Key
 }
 
-// Upstream is a public-looking server on TEST-NET-3: HTTP on port 80 and
+// Upstream is a public-looking server on a /30 of TEST-NET-3 of its own
+// (test processes on one host each get another): HTTP on port 80 and
 // HTTPS on 443 (a certificate of its own CA for every name), answering
 // "ok <host>" and recording each request. Its answers never echo request
 // headers, so a test can tell what reached it without the box seeing it.
@@ -84,7 +87,23 @@ func NewUpstream(t testing.TB) *Upstream {
 	}
 	suffix := strconv.Itoa(os.Getpid() % 100000)
 	ns, hostIf, nsIf := "abltest-"+suffix, "xlim"+suffix, "xlimp"+suffix
-	u := &Upstream{Addr: netip.MustParseAddr("203.0.113.2"), HostAddr: netip.MustParseAddr("203.0.113.1")}
+	// The link's /30 is chosen under a lock that other test processes
+	// (of other packages, run in parallel) take too: two links on one
+	// range would route one process's upstream traffic to the other's.
+	unlock := lockFile(t, filepath.Join(os.TempDir(), "astrabox-egresstest.lock"))
+	defer unlock()
+	u := &Upstream{}
+	for i := range 64 {
+		k := byte((os.Getpid() + i) % 64)
+		host := netip.AddrFrom4([4]byte{203, 0, 113, 4*k + 1})
+		if !hostHas(t, host) {
+			u.HostAddr, u.Addr = host, host.Next()
+			break
+		}
+	}
+	if !u.Addr.IsValid() {
+		t.Fatal("egresstest: every /30 of 203.0.113.0/24 is in use on the host")
+	}
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -100,9 +119,9 @@ func NewUpstream(t testing.TB) *Upstream {
 	})
 	run("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
 	run("link", "set", nsIf, "netns", ns)
-	run("addr", "add", u.HostAddr.String()+"/24", "dev", hostIf)
+	run("addr", "add", u.HostAddr.String()+"/30", "dev", hostIf)
 	run("link", "set", hostIf, "up")
-	run("-n", ns, "addr", "add", u.Addr.String()+"/24", "dev", nsIf)
+	run("-n", ns, "addr", "add", u.Addr.String()+"/30", "dev", nsIf)
 	run("-n", ns, "link", "set", nsIf, "up")
 	run("-n", ns, "link", "set", "lo", "up")
 	run("-n", ns, "route", "add", "default", "via", u.HostAddr.String())
@@ -133,6 +152,38 @@ func NewUpstream(t testing.TB) *Upstream {
 	go func() { _ = s2.ServeTLS(secure, "", "") }()
 	t.Cleanup(func() { s1.Close(); s2.Close() })
 	return u
+}
+
+// lockFile takes an exclusive lock on path (made if missing) and returns
+// its release.
+func lockFile(t testing.TB, path string) func() {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return func() { f.Close() } // closing releases the lock
+}
+
+// hostHas reports whether a is an address of one of the host's interfaces.
+func hostHas(t testing.TB, a netip.Addr) bool {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ad := range addrs {
+		if ipn, ok := ad.(*net.IPNet); ok {
+			if b, ok := netip.AddrFromSlice(ipn.IP); ok && b.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // listenIn listens on addr inside network namespace name; the socket

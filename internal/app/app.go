@@ -46,6 +46,7 @@ func commands() []command {
 		{"volume", "list and remove named volumes (kept across sandboxes)", runVolume},
 		{"agent", "manage Agents (agent create|ls|show|rm); with flags only, the built-in agent program", runAgentCommand},
 		{"profile", "put, list, show and remove RuntimeProfiles (sandbox and model settings of Agents)", runProfile},
+		{"vault", "credential vaults of Agents (vault create|ls|get|rm|set-secret|rm-secret)", runVault},
 		{"session", "list, inspect, send to, follow and delete Sessions", runSession},
 		{"chat", "chat with an Agent: astrabox chat AGENT [--session ID]", runChat},
 		{"version", "print the version", func(_ context.Context, _ []string, io IO, _ Env) error {

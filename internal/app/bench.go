@@ -237,18 +237,23 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 				return nil, closeAll, err
 			}
 			closers = append(closers, func() { _ = p.Close() })
-			targets = append(targets, bench.Target{Name: "native", Provider: p, Image: "host", Resources: res})
+			targets = append(targets, bench.Target{Name: "native", Provider: p, Image: "host", Resources: res, DataDir: filepath.Join(scratch, "native")})
 		case "docker":
 			if dockerImage == "" {
 				return nil, closeAll, fmt.Errorf("bench: the docker backend needs --docker-image (load one with: astrabox image import debian:12 ROOTFS.tar.gz --docker)")
 			}
+			// The docker backend refuses a disk limit it cannot hold on
+			// the writable layer: the transfer scenarios' room comes from
+			// its default sizes of /tmp and /workspace instead.
 			p, err := docker.New(docker.Config{DataDir: filepath.Join(scratch, "docker"), Binary: exe, FromEnv: true,
-				Logger: slog.New(slog.DiscardHandler)})
+				Defaults: sandbox.Resources{DiskBytes: res.DiskBytes}, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				return nil, closeAll, err
 			}
 			closers = append(closers, func() { _ = p.Close() })
-			targets = append(targets, bench.Target{Name: "docker", Provider: p, Image: dockerImage, Resources: res})
+			dres := res
+			dres.DiskBytes = 0
+			targets = append(targets, bench.Target{Name: "docker", Provider: p, Image: dockerImage, Resources: dres})
 		case "kubernetes":
 			ts, closeFn, err := kubeBenchTargets(kube, res)
 			if err != nil {

@@ -34,7 +34,7 @@ func runAgentVerb(ctx context.Context, verb string, args []string, stdio IO, env
 	asJSON := fs.Bool("json", false, "print JSON")
 	var req client.AgentRequest
 	var instructionsFile string
-	var tools commaList
+	var tools, vaults commaList
 	if verb == "create" {
 		fs.StringVar(&req.Name, "name", "", "the Agent's name (required)")
 		fs.StringVar(&req.RuntimeProfile, "profile", "", "runtime profile its sandboxes and model come from (required)")
@@ -44,6 +44,7 @@ func runAgentVerb(ctx context.Context, verb string, args []string, stdio IO, env
 		fs.StringVar(&req.Instructions, "instructions", "", "instructions appended to the system prompt")
 		fs.StringVar(&instructionsFile, "instructions-file", "", "read the instructions from this file")
 		fs.Var(&tools, "tools", "comma-separated subset of the engine's tools (default: all)")
+		fs.Var(&vaults, "vaults", "comma-separated credential vaults (ids or names) whose secrets its Sessions get")
 	}
 	rest, err := parseArgs(fs, args)
 	if err != nil {
@@ -73,6 +74,13 @@ func runAgentVerb(ctx context.Context, verb string, args []string, stdio IO, env
 			req.Instructions = string(b)
 		}
 		req.Tools = tools
+		for _, ref := range vaults {
+			v, err := resolveVault(ctx, c, ref)
+			if err != nil {
+				return err
+			}
+			req.VaultIDs = append(req.VaultIDs, v.ID)
+		}
 		a, err := c.CreateAgent(ctx, req)
 		if err != nil {
 			return err

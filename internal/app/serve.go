@@ -265,6 +265,14 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		}
 		enabled[name] = p
 		order = append(order, name)
+		if np, ok := p.(*native.Provider); ok {
+			// A clean stop releases what no box needs; boxes keep running.
+			defer func() {
+				if err := np.Close(); err != nil {
+					log.Warn("release native backend", "err", err)
+				}
+			}()
+		}
 	}
 	if len(order) == 0 {
 		return errors.New("no backend enabled (--backends)")
@@ -287,7 +295,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	scfg := server.Config{Store: st, Backends: enabled, Installed: fileCfg.installed(), DefaultBackend: *defaultBackend,
 		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Limits: limits, HTTP: httpLimits,
 		MetricsRequireKey: fileCfg.HTTP.MetricsRequireKey, Insecure: *insecure, PublicHost: *publicHost,
-		Vault: ring, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
+		Vault: ring, Egress: eg, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
 		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second}
 	if pg, ok := st.(*postgres.Store); ok {
 		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
@@ -400,7 +408,7 @@ func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, eg *
 		dc := cfg.Docker
 		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
 			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner, AllowRegistries: dc.AllowRegistries,
-			HostPathRoots: cfg.Volumes.HostPathRoots, Logger: log.With("backend", "docker")})
+			HostPathRoots: cfg.Volumes.HostPathRoots, Egress: eg, Logger: log.With("backend", "docker")})
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
-// Package hostnet holds what the backends' "unrestricted" network shares
-// on the host: the ranges no sandbox may reach, the host's name servers
-// (the one exception), and atomic replacement of iptables chains.
+// Package hostnet holds what the backends' networks share on the host:
+// the ranges no sandbox may reach, the host's name servers (the one
+// exception in mode unrestricted), atomic replacement of iptables chains,
+// and the rules of mode limited (LimitedRules).
 package hostnet
 
 import (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
@@ -63,6 +64,11 @@ type Config struct {
 	// events) and runtime holders; across replicas it must reach them all
 	// (PostgreSQL's LISTEN/NOTIFY). Default: in-process.
 	Notifier stream.Notifier
+	// Egress is the egress proxy the backends route network limited
+	// through; Sessions whose Agent has vaults get their secrets delivered
+	// by it (nil: such Sessions fail to start with
+	// PROTECTED_DELIVERY_UNSUPPORTED).
+	Egress *egress.Manager
 	// SessionIdleTimeout releases idle runtimes whose profile names none.
 	SessionIdleTimeout time.Duration
 	Logger             *slog.Logger
@@ -123,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	runners := runner.New(runner.Config{Platform: plat, Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL,
+	runners := runner.New(runner.Config{Platform: plat, Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL, Egress: cfg.Egress,
 		IdleTimeout: cfg.SessionIdleTimeout, Logger: cfg.Logger.With("component", "runner")})
 	plat.SetWaker(runners)
 	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Platform: plat, APIKeyHash: cfg.APIKeyHash,
@@ -142,6 +148,11 @@ func (s *Server) Start(ctx context.Context) error {
 		s.cfg.Logger.Warn("re-seal model keys under the newest master key", "err", err)
 	} else if n > 0 {
 		s.cfg.Logger.Info("model keys re-sealed under the newest master key", "profiles", n)
+	}
+	if n, err := s.Platform.ResealVaultSecrets(ctx); err != nil {
+		s.cfg.Logger.Warn("re-seal vault secrets under the newest master key", "secrets", n, "err", err)
+	} else if n > 0 {
+		s.cfg.Logger.Info("vault secrets re-sealed under the newest master key", "secrets", n)
 	}
 	lease := s.cfg.LeaseTTL
 	if lease <= 0 {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/sandbox"
@@ -35,6 +36,10 @@ type Config struct {
 	// DrainTimeout bounds how long Close lets replies in progress finish
 	// before it stops their runners (default 20 s).
 	DrainTimeout time.Duration
+	// Egress is the egress proxy that delivers the secrets of Agents'
+	// vaults into their Sessions' boxes (see delivery.go); nil: Sessions of
+	// Agents with vaults fail to start with PROTECTED_DELIVERY_UNSUPPORTED.
+	Egress *egress.Manager
 	// ModelClient forwards model traffic (default: a client without a
 	// total timeout; streams are long).
 	ModelClient *http.Client

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/egress"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
@@ -20,14 +22,18 @@ const maxModelRequest = 32 << 20
 
 // modelProxy is a box's model path: it serves the in-box end of a tunnel,
 // checks the session's placeholder credential and forwards to the
-// profile's endpoint with the real key, which never enters the box.
+// profile's endpoint with the real key, which never enters the box. The
+// key is a protected-delivery secret (package egress) bound to the
+// endpoint's host: the box proves it holds the placeholder
+// (egress.Secret.Holds) and egress.Inject swaps it for the key, as the
+// egress proxy does for vault secrets.
 type modelProxy struct {
-	placeholder string
-	base        string
-	key         string
-	client      *http.Client
-	ln          net.Listener
-	srv         *http.Server
+	secrets []egress.Secret // one: the model key (Value "" when the profile has none)
+	base    string
+	host    string // base's host name, to which the key may go
+	client  *http.Client
+	ln      net.Listener
+	srv     *http.Server
 }
 
 // startModel opens the box's model tunnel and serves it.
@@ -39,12 +45,17 @@ func (r *runner) startModel(ctx context.Context, rt *runtime, prof lifecycle.Pro
 	if err != nil {
 		return err
 	}
+	base := strings.TrimRight(prof.Model.BaseURL, "/")
+	u, err := url.Parse(base)
+	if err != nil {
+		return fmt.Errorf("runtime profile %q: model endpoint: %w", prof.Name, err)
+	}
 	ln, err := openTunnel(ctx, rt)
 	if err != nil {
 		return fmt.Errorf("open model tunnel: %w", err)
 	}
-	mp := &modelProxy{placeholder: rt.rec.Placeholder, base: strings.TrimRight(prof.Model.BaseURL, "/"), key: key,
-		client: r.m.cfg.ModelClient, ln: ln}
+	mp := &modelProxy{base: base, host: strings.ToLower(u.Hostname()), client: r.m.cfg.ModelClient, ln: ln}
+	mp.secrets = []egress.Secret{{Name: "model", Placeholder: rt.rec.Placeholder, Value: key, Host: mp.host, Format: "Bearer {value}"}}
 	mp.srv = &http.Server{Handler: mp, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = mp.srv.Serve(ln) }()
 	rt.model = mp
@@ -64,7 +75,7 @@ func modelError(w http.ResponseWriter, status int, msg string) {
 
 // ServeHTTP forwards one model request.
 func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Header.Get("Authorization") != "Bearer "+mp.placeholder {
+	if !mp.secrets[0].Holds(req.Header) {
 		modelError(w, http.StatusUnauthorized, "invalid session credential")
 		return
 	}
@@ -88,8 +99,9 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	out.ContentLength = req.ContentLength
-	if mp.key != "" {
-		out.Header.Set("Authorization", "Bearer "+mp.key)
+	if mp.secrets[0].Value != "" { // else the endpoint takes no key
+		out.Header.Set("Authorization", req.Header.Get("Authorization"))
+		egress.Inject(out, mp.host, mp.secrets)
 	}
 	resp, err := mp.client.Do(out)
 	if err != nil {

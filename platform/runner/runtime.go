@@ -53,6 +53,9 @@ type record struct {
 	Placeholder string `json:"placeholder"`
 	StatePath   string `json:"state_path,omitempty"`
 	EngineKind  string `json:"engine_kind"`
+	// Secrets maps each vault secret's variable to the placeholder the box
+	// holds (see delivery.go); nil for an Agent without vaults.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // batch is what the reader decoded from one output event: the events of
@@ -105,8 +108,21 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		return err
 	}
 	noIdle := time.Duration(0)
-	box, err := r.m.p.Sandboxes().Create(ctx, lifecycle.CreateRequest{Profile: prof.Name, IdleTimeout: &noIdle,
-		Metadata: map[string]string{"astrabox.session": sess.ID, "astrabox.agent": a.ID}})
+	req := lifecycle.CreateRequest{Profile: prof.Name, IdleTimeout: &noIdle,
+		Metadata: map[string]string{"astrabox.session": sess.ID, "astrabox.agent": a.ID}}
+	var deliv *delivery
+	if len(a.VaultIDs) > 0 {
+		req.Backend = prof.Backend
+		if req.Backend == "" {
+			req.Backend = r.m.p.Sandboxes().DefaultBackend()
+		}
+		if deliv, err = r.planDelivery(ctx, a, req.Backend, nil); err != nil {
+			return err
+		}
+		np := deliveryPolicy(prof.Network, deliv.secrets)
+		req.Env, req.Network = deliv.env(), &np
+	}
+	box, err := r.m.p.Sandboxes().Create(ctx, req)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
@@ -130,6 +146,12 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 	placeholder := newPlaceholder()
 	rt := &runtime{box: box, ex: ex, adapter: ad, serial: ad.Descriptor().SerialInputs, idle: prof.IdleTimeout, sent: map[string]bool{},
 		rec: record{Placeholder: placeholder, EngineKind: a.EngineKind, ModelListen: ModelListen}}
+	if deliv != nil {
+		if err := r.startDelivery(ctx, box, ex, deliv); err != nil {
+			return err
+		}
+		rt.rec.Secrets = deliv.placeholders()
+	}
 	if p, ok := r.m.p.Sandboxes().Backends()[box.Backend]; ok && p.Capabilities().Isolation == sandbox.IsolationNone {
 		rt.rec.ModelListen = ""
 	}
@@ -207,9 +229,14 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 	if !st.Running {
 		return errors.New("the program is no longer running")
 	}
-	_, prof, ad, err := r.resolve(ctx, sess)
+	a, prof, ad, err := r.resolve(ctx, sess)
 	if err != nil {
 		return err
+	}
+	if len(rec.Secrets) > 0 {
+		if err := r.resumeDelivery(ctx, box, a, rec.Secrets); err != nil {
+			return err
+		}
 	}
 	native, err := r.m.st.NativeState(ctx, sess.ID)
 	if err != nil {

@@ -220,7 +220,8 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 	// A box another replica on this host made keeps its run directory in
 	// that replica's data dir: it goes with the box too.
 	var foreignRun string
-	if st, err := p.readState(id); err == nil && st.RunDir != "" && st.RunDir != p.runDir(id) {
+	st, stErr := p.readState(id)
+	if stErr == nil && st.RunDir != "" && st.RunDir != p.runDir(id) {
 		foreignRun = st.RunDir
 	}
 	delay := 10 * time.Millisecond
@@ -242,6 +243,7 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 		}
 		delay = min(2*delay, 500*time.Millisecond)
 	}
+	p.releaseEgress(ctx, id, stErr == nil && st.Network == sandbox.NetworkLimited)
 	if err := p.removeBoxDir(id); err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/astrabox/astrabox/egress"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -79,6 +81,13 @@ func (p *Provider) check(spec sandbox.Spec) error {
 	if err := caps.Check(spec); err != nil {
 		return err
 	}
+	if spec.Resources.DiskBytes > 0 && !slices.Contains(caps.Limits, sandbox.ResourceDisk) {
+		// The tmpfs file systems would hold it, the container's writable
+		// layer not: refused rather than half kept.
+		return sandbox.Errorf(sandbox.CodeCapability, "resource limit %s is not enforced by this Docker backend: "+
+			"its containers' writable layer is unbounded (a read-only root file system, readonlyRootfs, bounds it); "+
+			"leave disk unset to get the backend's default sizes of /tmp and /workspace; enforced: %s", sandbox.ResourceDisk, joinResources(caps.Limits))
+	}
 	if !slices.Contains(caps.NetworkModes, spec.Network.Mode) {
 		avail := make([]string, len(caps.NetworkModes))
 		for i, m := range caps.NetworkModes {
@@ -94,7 +103,20 @@ func (p *Provider) check(spec sandbox.Spec) error {
 	if spec.Workspace != nil {
 		return &sandbox.Error{Code: sandbox.CodeCapability, Message: "the workspace field is not supported by the docker backend; use volumes"}
 	}
+	if spec.Network.Mode == sandbox.NetworkLimited {
+		if err := egress.Validate(spec.Network); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func joinResources(rs []sandbox.Resource) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return strings.Join(out, ", ")
 }
 
 // errRace reports that the box directory or container was made by someone
@@ -132,13 +154,29 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		return sandbox.Info{}, err
 	}
 	network := ""
-	if spec.Network.Mode == sandbox.NetworkUnrestricted {
+	var gateway netip.Addr // of the limited network
+	switch spec.Network.Mode {
+	case sandbox.NetworkUnrestricted:
 		var err error
 		if network, err = p.ensureNetwork(ctx); err != nil {
 			return sandbox.Info{}, err
 		}
+	case sandbox.NetworkLimited:
+		var err error
+		if network, gateway, err = p.ensureLimited(ctx); err != nil {
+			return sandbox.Info{}, err
+		}
+		defer p.limitedDone()
 	}
 	opts := p.containerSpec(id, spec, network)
+	if gateway.IsValid() {
+		// The engine's resolver in the box forwards to the gate's name
+		// server (any DNS query is redirected to it anyway).
+		opts.HostConfig.DNS = []netip.Addr{gateway}
+		if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil { // else the kernel has no IPv6 at all
+			opts.HostConfig.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+		}
+	}
 	if len(spec.Volumes) > 0 {
 		mounts, claims, err := p.volumeMounts(ctx, id, spec.Volumes)
 		if err != nil {
@@ -175,6 +213,11 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	}
 	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return sandbox.Info{}, fmt.Errorf("start container: %w", err)
+	}
+	if gateway.IsValid() {
+		if err := p.startEgress(ctx, id, created.ID, network, gateway, spec.Network); err != nil {
+			return sandbox.Info{}, fmt.Errorf("network limited: %w", err)
+		}
 	}
 	if !p.local {
 		port, err := p.publishedPort(ctx, created.ID)

@@ -13,7 +13,9 @@
 //     the astrabox binary is bind-mounted read-only into each box from a
 //     small tmpfs under DataDir, and the host reaches execd through a unix
 //     socket in a per-box tmpfs directory bound into the box, which works
-//     in every network mode, including none.
+//     in every network mode, including none. Only a local engine offers
+//     network limited (limited.go): its host rules and egress proxy are
+//     on this host.
 //   - A remote engine (Config.Remote, or any host that is not unix://): the
 //     binary and the access token are copied into the container before it
 //     starts, and execd is reached through a published TCP port. Network
@@ -36,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -46,6 +49,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/moby/profiles/seccomp"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/internal/boxbin"
 	"github.com/astrabox/astrabox/internal/hostpath"
 	"github.com/astrabox/astrabox/sandbox"
@@ -150,6 +154,10 @@ type Config struct {
 	AllowRegistries []string
 	// StartTimeout bounds waiting for a new box's execd (default 60 s).
 	StartTimeout time.Duration
+	// Egress serves the egress proxies of network limited (limited.go);
+	// the mode needs it, a local engine and iptables. The Provider opens
+	// gates on it and never closes the Manager.
+	Egress *egress.Manager
 	// Logger receives operational logs.
 	Logger *slog.Logger
 }
@@ -179,6 +187,12 @@ type Provider struct {
 	pulls   map[string]*pullState  // image pulls in flight, by reference
 	netMu   sync.Mutex             // serialises setting up the network
 	netMade bool                   // this Provider set up the network (under netMu)
+
+	limMu      sync.Mutex   // serialises the limited network, its rules and its gate
+	limGate    *egress.Gate // the limited network's gate, once opened
+	limGW      netip.Addr   // where limGate listens
+	limPending int          // limited boxes between ensureLimited and limitedDone
+	limMade    bool         // this Provider used the limited network (under limMu)
 }
 
 // New checks cfg, prepares DataDir and returns a Provider. It does not
@@ -280,6 +294,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		p.binary = bin
 	}
+	p.restoreEgress()
 	return p, nil
 }
 
@@ -320,8 +335,9 @@ func (p *Provider) Name() string { return "docker" }
 // its own. Network none needs a local
 // engine (execd is reached through a unix socket); unrestricted needs the
 // egress rules, installed here with iptables for a local engine, or
-// declared by the operator for a remote one. The disk limit holds only
-// when the writable layer is bounded too (ReadonlyRootfs or StorageQuota).
+// declared by the operator for a remote one; limited needs a local engine,
+// iptables and Config.Egress. The disk limit holds only when the writable
+// layer is bounded too (ReadonlyRootfs or StorageQuota).
 func (p *Provider) Capabilities() sandbox.Capabilities {
 	c := sandbox.Capabilities{
 		Isolation: p.cfg.Isolation,
@@ -340,6 +356,9 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 	}
 	if (p.local && p.iptab != "") || (!p.local && p.cfg.EgressFiltered) {
 		c.NetworkModes = append(c.NetworkModes, sandbox.NetworkUnrestricted)
+	}
+	if p.limitedAvailable() {
+		c.NetworkModes = append(c.NetworkModes, sandbox.NetworkLimited)
 	}
 	if p.cfg.ReadonlyRootfs || p.cfg.StorageQuota {
 		c.Limits = append(c.Limits, sandbox.ResourceDisk)
@@ -387,14 +406,18 @@ func (p *Provider) Health(ctx context.Context) sandbox.Health {
 func (p *Provider) APIVersion() string { return p.cli.ClientVersion() }
 
 // Close releases what New and Create of this Provider set up that no box
-// uses any more: the backend's network and its host rules when no
-// container is attached, the binary's tmpfs and the engine client. Boxes
-// keep running; a server need not call it.
+// uses any more: the backend's networks (unrestricted and limited), their
+// host rules and the limited network's gate when no container is
+// attached, the binary's tmpfs and the engine client. Boxes keep running;
+// a server need not call it.
 func (p *Provider) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
 	if err := p.removeNetworkIfUnused(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.removeLimitedIfUnused(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if p.binary != "" {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/sandbox"
@@ -156,6 +158,36 @@ func TestCapabilitiesFollowTheConfig(t *testing.T) {
 		if r == sandbox.ResourceDisk {
 			t.Error("disk limit claimed although the writable layer is unbounded")
 		}
+	}
+
+	// Network limited needs a local engine, iptables (and root) and an
+	// egress manager.
+	m := egress.NewManager(egress.Config{})
+	defer m.Close()
+	_, iptErr := exec.LookPath("iptables")
+	canFilter := os.Geteuid() == 0 && iptErr == nil
+	for _, tc := range []struct {
+		name string
+		cfg  docker.Config
+		want bool
+	}{
+		{"local engine with an egress manager", docker.Config{Egress: m}, canFilter},
+		{"no egress manager", docker.Config{}, false},
+		{"no iptables", docker.Config{Egress: m, Iptables: "none"}, false},
+		{"remote engine", docker.Config{Egress: m, Host: "tcp://192.0.2.1:2376", EgressFiltered: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.DataDir, cfg.InjectByCopy = t.TempDir(), true
+			p, err := docker.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if got := p.Capabilities().Has(sandbox.CapNetworkLimited); got != tc.want {
+				t.Errorf("network limited offered: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

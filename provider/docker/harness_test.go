@@ -57,9 +57,11 @@ func (h *harness) Provider() sandbox.Provider { return h.p }
 func (h *harness) HostPathRoot() string { return h.hostRoot }
 
 // Spec leaves room for the suite's 1 GiB file: /workspace is a tmpfs,
-// charged to the box's memory limit.
+// charged to the box's memory limit, of the backend's default disk size
+// (the harness sets 2 GiB; a Spec may not name a disk limit, which the
+// backend does not enforce on the writable layer).
 func (h *harness) Spec() sandbox.Spec {
-	return sandbox.Spec{Image: h.image, Resources: sandbox.Resources{MemoryBytes: 3 << 30, DiskBytes: 2 << 30}}
+	return sandbox.Spec{Image: h.image, Resources: sandbox.Resources{MemoryBytes: 3 << 30}}
 }
 
 // CheckGone implements sandboxtest.LeakChecker: no container or network
@@ -154,7 +156,7 @@ func (h *harness) Hardening() sandboxtest.Hardening {
 
 // checkOwnerGone checks that, once its boxes are deleted and the
 // Provider closed, nothing the backend made is left: no container or
-// network with its owner label, no host rule for its bridge.
+// network with its owner label, no host rule for its bridges.
 func (h *harness) checkOwnerGone(t *testing.T) {
 	t.Helper()
 	ctx := ctx(t)
@@ -183,8 +185,12 @@ func (h *harness) checkOwnerGone(t *testing.T) {
 			t.Errorf("remove volume %s: %v", v.Name, err)
 		}
 	}
-	if out, err := exec.Command("iptables", "-w", "-S").Output(); err == nil && strings.Contains(string(out), h.p.NetworkBridge()) {
-		t.Errorf("host rules for bridge %s are left", h.p.NetworkBridge())
+	if out, err := exec.Command("iptables-save").Output(); err == nil {
+		for _, bridge := range []string{h.p.NetworkBridge(), h.p.LimitedBridge()} {
+			if strings.Contains(string(out), bridge) {
+				t.Errorf("host rules for bridge %s are left", bridge)
+			}
+		}
 	}
 }
 
@@ -249,7 +255,8 @@ func newHarness(t *testing.T, adjust func(*docker.Config)) *harness {
 	if hostRoot, err = filepath.EvalSymlinks(hostRoot); err != nil {
 		t.Fatal(err)
 	}
-	cfg := docker.Config{DataDir: dir, Binary: binary, Owner: "astrabox-test-" + sandboxtest.NewID(), HostPathRoots: []string{hostRoot}}
+	cfg := docker.Config{DataDir: dir, Binary: binary, Owner: "astrabox-test-" + sandboxtest.NewID(), HostPathRoots: []string{hostRoot},
+		Defaults: sandbox.Resources{DiskBytes: 2 << 30}}
 	if adjust != nil {
 		adjust(&cfg)
 	}

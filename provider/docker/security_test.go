@@ -31,13 +31,15 @@ func connectProbe(host string, port int) string {
 	return fmt.Sprintf(`python3 -c 'import socket; socket.create_connection(("%s", %d), timeout=2)'`, host, port)
 }
 
-// TestDiskLimitBoundsFiles: the disk limit bounds the number of files
-// too (the tmpfs file systems have inodes in proportion to their size),
-// beyond the bytes the suite's Limits/DiskFill fills.
+// TestDiskLimitBoundsFiles: the size of the scratch file systems (the
+// backend's default disk size here: a Spec's disk limit is refused)
+// bounds the number of files too (the tmpfs file systems have inodes in
+// proportion to their size), beyond the bytes the suite's Limits/DiskFill
+// fills where a backend takes the limit.
 func TestDiskLimitBoundsFiles(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, func(c *docker.Config) { c.Defaults.DiskBytes = 64 << 20 })
 	spec := h.Spec()
-	spec.Resources = sandbox.Resources{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 64 << 20, MilliCPU: 500}
+	spec.Resources = sandbox.Resources{MemoryBytes: 256 << 20, PIDs: 64, MilliCPU: 500}
 	b := sandboxtest.NewBox(t, h, &spec)
 	for _, dir := range []string{"/workspace", "/tmp"} {
 		code, _, errOut := sh(t, b, nil, "cd "+dir+" && mkdir many && for i in $(seq 100000); do : > many/$i || exit 1; done")
@@ -48,6 +50,38 @@ func TestDiskLimitBoundsFiles(t *testing.T) {
 			t.Fatalf("%s: many files failed with %q; want ENOSPC", dir, errOut)
 		}
 		sh(t, b, nil, "rm -rf "+dir+"/many")
+	}
+}
+
+// TestDiskLimitRefused: a Spec's disk limit is refused, before anything
+// is made, unless the writable layer is bounded too.
+func TestDiskLimitRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		readonly bool
+		want     sandbox.Code // "": created
+	}{
+		{"writable root file system", false, sandbox.CodeCapability},
+		{"read-only root file system", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *docker.Config) { c.ReadonlyRootfs = tc.readonly })
+			spec := h.Spec()
+			spec.Resources.DiskBytes = 64 << 20
+			id := sandboxtest.NewID()
+			_, err := h.p.Create(ctx(t), id, spec)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("create with a disk limit: %v", err)
+				}
+				if err := h.p.Delete(ctx(t), id); err != nil {
+					t.Fatal(err)
+				}
+			} else if code := sandbox.CodeOf(err); code != tc.want || !strings.Contains(sandbox.MessageOf(err), "disk") {
+				t.Fatalf("create with a disk limit: %v (code %s), want %s naming the limit", err, code, tc.want)
+			}
+			h.CheckGone(t, id)
+		})
 	}
 }
 

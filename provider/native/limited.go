@@ -48,65 +48,30 @@ const (
 	policyFile      = "egress.json"
 )
 
+// limitedRules are the host rules of mode limited, one set for every
+// limited box interface (see hostnet.LimitedRules).
+var limitedRules = hostnet.LimitedRules{
+	Iface: limitedIfPrefix + "+", NAT: chainLimNAT, In: chainLimIn, Fwd: chainLimFwd,
+	Forward: "FORWARD", ProxyPort: proxyPort, DNSPort: dnsPort,
+}
+
 // ensureLimited installs (once per process, or again when a host firewall
 // reload removed them) the rules of mode limited.
 func (f *firewall) ensureLimited() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.limited && f.limitedInPlace() {
+	ctx := context.Background()
+	if f.limited && limitedRules.InPlace(ctx, f.iptables) {
 		return nil
 	}
 	if f.iptables == "" {
 		return fmt.Errorf("network limited needs iptables, which is not installed")
 	}
-	reject := []string{"-j", "REJECT", "--reject-with", "icmp-admin-prohibited"}
-	port := func(proto string, p int) []string {
-		return []string{"-p", proto, "--dport", strconv.Itoa(p), "-m", "conntrack", "--ctstate", "DNAT", "-j", "ACCEPT"}
-	}
-	filter := map[string][][]string{
-		chainLimIn: {
-			{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
-			port("tcp", proxyPort), port("tcp", dnsPort), port("udp", dnsPort),
-			reject,
-		},
-		chainLimFwd: {reject},
-	}
-	ctx := context.Background()
-	if err := hostnet.Restore(ctx, f.iptables, "filter", filter); err != nil {
+	if err := limitedRules.Install(ctx, f.iptables); err != nil {
 		return err
-	}
-	to := func(p int) []string { return []string{"-j", "REDIRECT", "--to-ports", strconv.Itoa(p)} }
-	nat := map[string][][]string{chainLimNAT: {
-		append([]string{"-p", "udp", "--dport", "53"}, to(dnsPort)...),
-		append([]string{"-p", "tcp", "--dport", "53"}, to(dnsPort)...),
-		append([]string{"-p", "tcp"}, to(proxyPort)...),
-	}}
-	if err := hostnet.Restore(ctx, f.iptables, "nat", nat); err != nil {
-		return err
-	}
-	for _, j := range limitedJumps {
-		if err := f.jumpFirst(j[0], j[1], j[2:]...); err != nil {
-			return err
-		}
 	}
 	f.limited = true
 	return nil
-}
-
-var limitedJumps = [][]string{
-	{"filter", "INPUT", "-i", limitedIfPrefix + "+", "-j", chainLimIn},
-	{"filter", "FORWARD", "-i", limitedIfPrefix + "+", "-j", chainLimFwd},
-	{"filter", "FORWARD", "-o", limitedIfPrefix + "+", "-j", chainLimFwd},
-	{"nat", "PREROUTING", "-i", limitedIfPrefix + "+", "-j", chainLimNAT},
-}
-
-func (f *firewall) limitedInPlace() bool {
-	for _, j := range limitedJumps {
-		if _, err := f.run(append([]string{"-t", j[0], "-C", j[1]}, j[2:]...)...); err != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // limitedLink is the addressing of a limited box in slot.

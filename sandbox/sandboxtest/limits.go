@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"slices"
@@ -28,12 +29,18 @@ func needLimits(t *testing.T, h Harness, rs ...sandbox.Resource) {
 
 // testLimits attacks each limit the backend claims to enforce from inside
 // a box of limitedResources; each hazard gets a box of its own, so that
-// one's aftermath cannot blur another's result.
+// one's aftermath cannot blur another's result. A backend that does not
+// claim the disk limit may refuse one (CodeCapability) rather than hold it
+// only in part: its hazards but DiskFill run without one.
 func testLimits(t *testing.T, h Harness) {
+	p := h.Provider()
+	diskClaimed := slices.Contains(p.Capabilities().Limits, sandbox.ResourceDisk)
 	spec := h.Spec()
 	spec.Resources = limitedResources
+	if !diskClaimed {
+		spec.Resources.DiskBytes = 0
+	}
 	newBox := func(t *testing.T) *Box { return NewBox(t, h, &spec) }
-	p := h.Provider()
 
 	t.Run("ForkBomb", func(t *testing.T) {
 		needLimits(t, h, sandbox.ResourcePIDs)
@@ -108,15 +115,41 @@ func testLimits(t *testing.T, h Harness) {
 	})
 
 	t.Run("DiskFill", func(t *testing.T) {
-		// The scratch file systems of every isolating backend are bounded
-		// by the disk limit; where the backend claims the limit, so is
-		// the rest of the box (root's home on its root file system).
+		// The scratch file systems of every isolating backend that takes
+		// a disk limit are bounded by it; where the backend claims the
+		// limit, so is the rest of the box (root's home on its root file
+		// system). A backend that does not claim it may refuse it.
 		isolating(t, h)
 		dirs := []string{"/workspace", "/tmp"}
-		if slices.Contains(p.Capabilities().Limits, sandbox.ResourceDisk) {
+		if diskClaimed {
 			dirs = append(dirs, "/root")
 		}
-		b := newBox(t)
+		dspec := spec
+		dspec.Resources.DiskBytes = limitedResources.DiskBytes
+		var b *Box
+		if diskClaimed {
+			b = NewBox(t, h, &dspec)
+		} else {
+			id := NewID()
+			info, err := p.Create(ctxFor(t, time.Minute), id, dspec)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := p.Delete(ctx, id); err != nil {
+					t.Errorf("delete box %s: %v", id, err)
+				}
+			})
+			if sandbox.CodeOf(err) == sandbox.CodeCapability {
+				t.Skipf("backend %s refuses a disk limit it does not enforce: %v", p.Name(), err)
+			}
+			if err != nil {
+				t.Fatalf("create box: %v", err)
+			}
+			b = &Box{ID: id, Info: info, Client: Connect(p, info)}
+			if err := b.Client.WaitReady(ctxFor(t, time.Minute)); err != nil {
+				t.Fatalf("box %s: %v", id, err)
+			}
+		}
 		for _, dir := range dirs {
 			code, _, errOut := shell(t, b, nil, "head -c 200M /dev/zero > "+dir+"/fill")
 			if code == 0 || !strings.Contains(errOut, "No space left") {

@@ -158,6 +158,9 @@ func testCanceledContext(t *testing.T, st store.Store) {
 	if err := st.CreateAgent(t.Context(), newAgent("a")); err != nil {
 		t.Fatalf("create agent: %v", err)
 	}
+	if err := st.CreateVault(t.Context(), newVault("v")); err != nil {
+		t.Fatalf("create vault: %v", err)
+	}
 	mustCreateSession(t, st, newSession("s"))
 	mustAccept(t, st, &store.Input{ID: "in", SessionID: "s"})
 	ctx := canceled()
@@ -188,6 +191,11 @@ func testCanceledContext(t *testing.T, st store.Store) {
 		{"UpdateAgent", func() error { return st.UpdateAgent(ctx, newAgent("a", func(a *store.Agent) { a.Version = 1 })) }},
 		{"DeleteAgent", func() error { return st.DeleteAgent(ctx, "a") }},
 		{"ListAgents", func() error { _, err := st.ListAgents(ctx, "", 0); return err }},
+		{"CreateVault", func() error { return st.CreateVault(ctx, newVault("other")) }},
+		{"GetVault", func() error { _, err := st.GetVault(ctx, "v"); return err }},
+		{"UpdateVault", func() error { return st.UpdateVault(ctx, newVault("v", func(v *store.Vault) { v.Version = 1 })) }},
+		{"DeleteVault", func() error { return st.DeleteVault(ctx, "v") }},
+		{"ListVaults", func() error { _, err := st.ListVaults(ctx, "", 0); return err }},
 		{"CreateSession", func() error { return st.CreateSession(ctx, newSession("other")) }},
 		{"GetSession", func() error { _, err := st.GetSession(ctx, "s"); return err }},
 		{"UpdateSession", func() error {

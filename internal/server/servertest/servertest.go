@@ -60,8 +60,12 @@ type Options struct {
 	// directory across runs, or the Docker Engine) and named by Env.Image.
 	Rootfs string
 	// Egress, for the native backend, runs the egress proxies of network
-	// limited (nil: the mode is not offered).
+	// limited (nil: the mode is not offered); the server delivers vault
+	// secrets through it.
 	Egress *egress.Manager
+	// LogTo, when set, gets every line the server and the backend log, at
+	// debug level (tests that check what never reaches a log).
+	LogTo io.Writer
 }
 
 // engines is the servers' engine registry: every kind AstraBox ships,
@@ -87,11 +91,14 @@ type Env struct {
 	Ring  *vault.Ring
 	// MasterKey is the raw key of Ring as New made it.
 	MasterKey []byte
-	Server    *server.Server
-	Model     *fakemodel.Server
-	URL       string
-	hs        *httptest.Server
-	cancel    context.CancelFunc
+	// Egress is Options.Egress.
+	Egress *egress.Manager
+	Server *server.Server
+	Model  *fakemodel.Server
+	URL    string
+	hs     *httptest.Server
+	cancel context.CancelFunc
+	logTo  io.Writer
 }
 
 // New starts a server; t's cleanup stops it and removes every box.
@@ -126,7 +133,7 @@ func New(t testing.TB, o Options) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t), Egress: o.Egress}
+		cfg := native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t, o.LogTo), Egress: o.Egress}
 		if o.Rootfs != "" {
 			cfg.Images, image = nativeImage(t, o.Rootfs)
 		}
@@ -151,7 +158,8 @@ func New(t testing.TB, o Options) *Env {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	ring, _ := vault.New(key)
-	e := &Env{t: t, Backend: o.Backend, Image: image, Store: st, Prov: prov, Ring: ring, MasterKey: key, Model: fakemodel.New(t, o.Script...).WithKey(ModelKey)}
+	e := &Env{t: t, Backend: o.Backend, Image: image, Store: st, Prov: prov, Ring: ring, MasterKey: key, Egress: o.Egress,
+		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo}
 	e.Start()
 	t.Cleanup(func() {
 		e.Stop()
@@ -171,7 +179,7 @@ func (e *Env) Start() {
 	}
 	srv, err := server.New(server.Config{Store: e.Store, Backends: map[string]sandbox.Provider{e.Backend: e.Prov},
 		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring, Engines: engines(e.Image),
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Logger: logger(e.t)})
+		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Egress: e.Egress, Logger: logger(e.t, e.logTo)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -285,13 +293,19 @@ func (e *Env) Session(agentID string) string {
 }
 
 // logger logs to the test at debug level when ASTRABOX_TEST_DEBUG is set,
-// and at warn otherwise.
-func logger(t testing.TB) *slog.Logger {
+// and at warn otherwise; and to also (when not nil) at debug level.
+func logger(t testing.TB, also ...io.Writer) *slog.Logger {
 	level := slog.LevelWarn
 	if os.Getenv("ASTRABOX_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))
+	h := []slog.Handler{slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level})}
+	for _, w := range also {
+		if w != nil {
+			h = append(h, slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+	}
+	return slog.New(slog.NewMultiHandler(h...))
 }
 
 type tWriter struct{ t testing.TB }
