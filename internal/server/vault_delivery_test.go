@@ -78,21 +78,63 @@ for top in ("/etc", "/tmp", "/root", "/home", "/var", "/run", "/workspace"):
 print("regions", regions, "found", found)
 EOF`
 
-// TestProtectedDeliveryEndToEnd is protected delivery on the native
-// backend: an Agent with a vault, on a profile of network unrestricted,
-// runs a shell tool that sends the secret's placeholder to the secret's
-// host over HTTPS (through the box's trust bundle, no flag) and to another
-// host; the first gets the real value, the other the placeholder. The
-// real value is nowhere in the box (environment, files, every process's
-// /proc environ, cmdline and memory, the proxy's refusal pages), nor in
-// the server's log, the Session's log or the database. After a restart
-// the re-attached runtime's secrets are delivered again. Needs root; the
-// hosts are servers in a network namespace the test makes.
+// TestProtectedDeliveryEndToEnd is protected delivery on the native and
+// docker backends: an Agent with a vault, on a profile of network
+// unrestricted, runs a shell tool that sends the secret's placeholder to
+// the secret's host over HTTPS (through the box's trust bundle, no flag)
+// and to another host; the first gets the real value, the other the
+// placeholder. The real value is nowhere in the box (environment, files,
+// every process's /proc environ, cmdline and memory, the proxy's refusal
+// pages), nor in the server's log, the Session's log or the database.
+// After a restart the re-attached runtime's secrets are delivered again.
+// Needs root; the hosts are servers in a network namespace the test makes.
 func TestProtectedDeliveryEndToEnd(t *testing.T) {
 	testenv.NeedRoot(t)
 	testenv.NeedCommand(t, "iptables")
-	testenv.NeedCommand(t, "curl")
-	testenv.NeedCommand(t, "python3")
+	for _, backend := range []string{"native", "docker"} {
+		t.Run(backend, func(t *testing.T) { protectedDelivery(t, backend) })
+	}
+}
+
+// deliveryTool is the agent's shell tool: python3 (in both backends'
+// images) calls the secret's host and another over HTTPS, the first with
+// the box's default trust (SSL_CERT_FILE), the other with the upstream's
+// CA alone, then the other over HTTP; each with the placeholder.
+const deliveryTool = `python3 - <<'EOF'
+import os, ssl, urllib.request
+tok = os.environ["API_TOKEN"]
+def get(url, cafile=None):
+    ctx = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + tok})
+    try:
+        print(urllib.request.urlopen(req, timeout=10, context=ctx).read().decode().strip())
+    except Exception as e:
+        print("error", url, e)
+get("https://api.vault.test/v1/repos")
+get("https://other.vault.test/v1/repos", "/tmp/up-ca.pem")
+get("http://other.vault.test/plain")
+EOF`
+
+// refusalProbe sends the placeholder over plain HTTP to address %s with
+// Host %s and prints what comes back: the proxy's refusal page.
+const refusalProbe = `python3 - <<'EOF'
+import os, socket
+s = socket.create_connection(("%s", 80), timeout=8)
+s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer " + os.environ["API_TOKEN"] + "\r\nConnection: close\r\n\r\n").encode())
+s.settimeout(8)
+out = b""
+while True:
+    try:
+        b = s.recv(4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+print(out.decode(errors="replace"))
+EOF`
+
+func protectedDelivery(t *testing.T, backend string) {
 	up := egresstest.NewUpstream(t)
 	res := egresstest.NewResolver()
 	res.Set("api.vault.test", up.Addr)
@@ -112,10 +154,8 @@ func TestProtectedDeliveryEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 
-	const tool = `curl -sS -m 10 -H "Authorization: Bearer $API_TOKEN" https://api.vault.test/v1/repos; echo; ` +
-		`curl -sS -m 10 --cacert /tmp/up-ca.pem -H "Authorization: Bearer $API_TOKEN" https://other.vault.test/v1/repos; echo; ` +
-		`curl -sS -m 10 -H "Authorization: Bearer $API_TOKEN" http://other.vault.test/plain`
-	e := servertest.New(t, servertest.Options{Backend: "native", Egress: m, Store: st, LogTo: logs, Script: []fakemodel.Reply{
+	const tool = deliveryTool
+	e := servertest.New(t, servertest.Options{Backend: backend, Egress: m, Store: st, LogTo: logs, Script: []fakemodel.Reply{
 		fakemodel.Call("shell", map[string]any{"command": tool}), fakemodel.Text("Called both."),
 		fakemodel.Call("shell", map[string]any{"command": tool}), fakemodel.Text("Called both again."),
 	}})
@@ -201,9 +241,9 @@ func TestProtectedDeliveryEndToEnd(t *testing.T) {
 	evs := checkTurn(0, rc)
 
 	// Nowhere in the box, nor in the proxy's refusal pages.
-	for _, url := range []string{"http://169.254.169.254/latest", "--resolve unknown.test:80:" + up.Addr.String() + " http://unknown.test/"} {
-		if page := run(`curl -s -m 8 -H "Authorization: Bearer $API_TOKEN" ` + url); !strings.Contains(page, "AstraBox egress") || strings.Contains(page, realSecret) {
-			t.Fatalf("refusal page of %s: %q", url, page)
+	for _, dest := range [][2]string{{"169.254.169.254", "169.254.169.254"}, {up.Addr.String(), "unknown.test"}} {
+		if page := run(fmt.Sprintf(refusalProbe, dest[0], dest[1])); !strings.Contains(page, "AstraBox egress") || strings.Contains(page, realSecret) {
+			t.Fatalf("refusal page of %s (Host %s): %q", dest[0], dest[1], page)
 		}
 	}
 	scan := run(fmt.Sprintf(boxScan, hex.EncodeToString([]byte(realSecret))))

@@ -147,7 +147,7 @@ func New(t testing.TB, o Options) *Env {
 			_ = os.RemoveAll(dir)
 		})
 	case "docker":
-		p, img := dockerProvider(t)
+		p, img := dockerProvider(t, o.Egress)
 		prov, image = p, img
 		if o.Rootfs != "" {
 			image = dockerImport(t, p, o.Rootfs)
@@ -325,15 +325,16 @@ func Attach(t testing.TB, url, backend string, model *fakemodel.Server) *Env {
 // DockerImage returns the name of the test image in the local Docker
 // Engine (the ASTRABOX_TEST_ROOTFS tarball, imported once per engine).
 func DockerImage(t testing.TB) string {
-	_, name := dockerProvider(t)
+	_, name := dockerProvider(t, nil)
 	return name
 }
 
 // dockerProvider returns a docker backend on a fresh data dir with a
 // unique owner, and the test image (the rootfs tarball named by
 // ASTRABOX_TEST_ROOTFS, imported under a tag derived from the file so that
-// later runs reuse it).
-func dockerProvider(t testing.TB) (*docker.Provider, string) {
+// later runs reuse it); eg, when not nil, serves its boxes of network
+// limited.
+func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string) {
 	testenv.NeedRoot(t)
 	testenv.NeedDocker(t)
 	rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
@@ -344,7 +345,8 @@ func dockerProvider(t testing.TB) (*docker.Provider, string) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	p, err := docker.New(docker.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Owner: "astrabox-test-" + hex.EncodeToString(b[:]), Logger: logger(t)})
+	p, err := docker.New(docker.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Owner: "astrabox-test-" + hex.EncodeToString(b[:]),
+		Egress: eg, Logger: logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
