@@ -21,8 +21,10 @@ import (
 // with KeyboardInterrupt. A javascript or typescript context is one `node`
 // process running the driver of package nodedriver, which speaks the same
 // protocol (state kept in its global context, the completion value as the
-// result, SIGINT ends a running cell). A bash context is a bash session
-// (session.go). One cell runs at a time per context; another is refused
+// result, SIGINT ends a running cell), and a java context one JDK `java`
+// running the driver of package javadriver (JShell). A bash context is a
+// bash session (session.go); a go context is a bash session that builds
+// and runs each cell as a program (code_go.go). One cell runs at a time per context; another is refused
 // with CONFLICT. A language whose interpreter the box lacks is refused
 // with NOT_SUPPORTED, naming the languages the box offers.
 
@@ -32,11 +34,13 @@ const (
 	langBash       = "bash"
 	langJavaScript = nodedriver.JavaScript
 	langTypeScript = nodedriver.TypeScript
+	langJava       = "java"
+	langGo         = "go"
 )
 
 // allLanguages lists the supported languages, in the order errors name
 // them.
-var allLanguages = []string{langPython, langBash, langJavaScript, langTypeScript}
+var allLanguages = []string{langPython, langBash, langJavaScript, langTypeScript, langJava, langGo}
 
 const (
 	// driverStartTimeout bounds an interpreter's start, up to "ready".
@@ -66,6 +70,10 @@ func normLanguage(s string) (string, error) {
 		return langJavaScript, nil
 	case langTypeScript, "ts":
 		return langTypeScript, nil
+	case langJava:
+		return langJava, nil
+	case langGo, "golang":
+		return langGo, nil
 	default:
 		return "", sandbox.Errorf(sandbox.CodeInvalidRequest, "language %q is not supported (supported: %s)", s, strings.Join(allLanguages, ", "))
 	}
@@ -73,7 +81,8 @@ func normLanguage(s string) (string, error) {
 
 // offeredLanguages lists the languages whose interpreter the box has: bash
 // always, python and javascript when their interpreters are on the box's
-// PATH, typescript with javascript (node may still refuse it as too old).
+// PATH, typescript with javascript (node may still refuse it as too old),
+// java with a JDK's java and go with the go command.
 func offeredLanguages(cfg *Config) []string {
 	out := []string{langBash}
 	if _, err := lookPath(cfg.Python, cfg.Env); err == nil {
@@ -82,17 +91,24 @@ func offeredLanguages(cfg *Config) []string {
 	if _, err := lookPath(cfg.Node, cfg.Env); err == nil {
 		out = append(out, langJavaScript, langTypeScript)
 	}
+	if _, err := jdkLauncher(cfg); err == nil {
+		out = append(out, langJava)
+	}
+	if _, err := goCommand(cfg); err == nil {
+		out = append(out, langGo)
+	}
 	return out
 }
 
 // codeContext is one context: an interpreter running a driver (python,
-// javascript, typescript) or a bash shell.
+// javascript, typescript, java) or a bash shell (bash, go).
 type codeContext struct {
 	id       string
 	language string
 	created  time.Time
-	py       *interp // the driver's interpreter, for every language but bash
+	py       *interp // the driver's interpreter, for every language but bash and go
 	sh       *shell
+	gc       *goCells // a go context's state
 
 	mu    sync.Mutex
 	count int // bash execution count
@@ -107,6 +123,9 @@ func (cc *codeContext) kill() {
 		cc.py.kill()
 	} else {
 		cc.sh.kill("context deleted")
+	}
+	if cc.gc != nil {
+		cc.gc.remove()
 	}
 }
 
@@ -139,9 +158,16 @@ func (t *contextTable) create(language, cwd string) (*codeContext, error) {
 	}
 	t.mu.Unlock()
 	cc := &codeContext{id: newID("ctx"), language: language, created: time.Now()}
-	if language == langBash {
+	switch language {
+	case langBash:
 		cc.sh, err = startShell(t.cfg, t.log, cc.id, dir)
-	} else {
+	case langGo:
+		if cc.gc, err = newGoCells(t.cfg, cc.id); err == nil {
+			if cc.sh, err = startShell(t.cfg, t.log, cc.id, dir); err != nil {
+				cc.gc.remove()
+			}
+		}
+	default:
 		cc.py, err = startInterp(t.cfg, t.log, cc.id, dir, language)
 	}
 	if err != nil {

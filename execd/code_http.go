@@ -149,15 +149,29 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 		streamCodeRun(r.Context(), sw, cc.py, run)
 		return
 	}
-	if err := validateShellRun(req.Code, "", 0); err != nil {
+	cmdline, settle := req.Code, func(bool) {}
+	if cc.gc != nil {
+		if cmdline, settle, err = cc.gc.prepare(req.Code); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if err := validateShellRun(cmdline, "", 0); err != nil {
+		settle(false)
 		writeError(w, err)
 		return
 	}
-	c, err := cc.sh.start(req.Code, "", 0)
+	c, err := cc.sh.start(cmdline, "", 0)
 	if err != nil {
+		settle(false)
 		writeError(w, err)
 		return
 	}
+	go func() {
+		<-c.done
+		st := c.status()
+		settle(st.ExitCode != nil && *st.ExitCode == 0)
+	}()
 	cc.mu.Lock()
 	cc.count++
 	n := cc.count

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/astrabox/astrabox/execd/javadriver"
 	"github.com/astrabox/astrabox/execd/nodedriver"
 	"github.com/astrabox/astrabox/execd/outlog"
 	"github.com/astrabox/astrabox/execd/pydriver"
@@ -52,35 +53,85 @@ type codeRun struct {
 	marked  []outlog.Stream
 }
 
-// driverFor returns the interpreter's name, its argv and the preamble of
-// the driver for language (not bash), with the interpreter resolved
-// against the box's PATH. A missing interpreter is NOT_SUPPORTED, naming
-// the languages the box offers.
-func driverFor(cfg *Config, language string) (name string, args []string, preamble []byte, err error) {
+// driverSpec is how to start the driver of a language.
+type driverSpec struct {
+	name     string // the interpreter, for messages: "python", "node", "java"
+	args     []string
+	preamble []byte // written first to the request pipe
+	source   []byte // when set, handed over as an unlinked file on fd javadriver.SourceFD
+}
+
+// driverFor returns how to start the driver for language (not bash or go),
+// with the interpreter resolved against the box's PATH. A missing
+// interpreter is NOT_SUPPORTED, naming the languages the box offers.
+func driverFor(cfg *Config, language string) (driverSpec, error) {
+	if language == langJava {
+		java, err := jdkLauncher(cfg)
+		if err != nil {
+			return driverSpec{}, sandbox.Errorf(sandbox.CodeNotSupported, "java code contexts need a JDK: %v; this box offers: %s",
+				err, strings.Join(offeredLanguages(cfg), ", "))
+		}
+		return driverSpec{name: "java", args: javadriver.Args(java), source: javadriver.Source()}, nil
+	}
 	name, bin := "python", cfg.Python
 	if language != langPython {
 		name, bin = "node", cfg.Node
 	}
 	path, err := lookPath(bin, cfg.Env)
 	if err != nil {
-		return "", nil, nil, sandbox.Errorf(sandbox.CodeNotSupported,
+		return driverSpec{}, sandbox.Errorf(sandbox.CodeNotSupported,
 			"%s code contexts need the %s interpreter %q, which is not in the box (%v); this box offers: %s",
 			language, name, bin, err, strings.Join(offeredLanguages(cfg), ", "))
 	}
 	if language == langPython {
-		return name, pydriver.Args(path), pydriver.Preamble(), nil
+		return driverSpec{name: name, args: pydriver.Args(path), preamble: pydriver.Preamble()}, nil
 	}
-	return name, nodedriver.Args(path, language), nodedriver.Preamble(), nil
+	return driverSpec{name: name, args: nodedriver.Args(path, language), preamble: nodedriver.Preamble()}, nil
+}
+
+// jdkLauncher returns the java launcher of java contexts: cfg.Java on the
+// box's PATH, which must be a JDK's (jshell beside it, once links are
+// resolved), not a bare JRE's.
+func jdkLauncher(cfg *Config) (string, error) {
+	java, err := lookPath(cfg.Java, cfg.Env)
+	if err != nil {
+		return "", fmt.Errorf("the java launcher %q is not in the box (%w)", cfg.Java, err)
+	}
+	real, err := filepath.EvalSymlinks(java)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", java, err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(real), "jshell")); err != nil {
+		return "", fmt.Errorf("%s is not a JDK's launcher (no jshell beside it)", real)
+	}
+	return real, nil
+}
+
+// sourceFile returns an open file holding src, already unlinked: a
+// launcher that opens its source by name and seeks in it (java) reads it
+// as /proc/self/fd/N, and it is gone with the last descriptor.
+func sourceFile(src []byte) (*os.File, error) {
+	f, err := os.CreateTemp("", "astrabox-driver-*")
+	if err != nil {
+		return nil, fmt.Errorf("driver source: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	if _, err := f.Write(src); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("driver source: %w", err)
+	}
+	return f, nil
 }
 
 // startInterp starts the interpreter of language in dir and waits until
 // its driver is ready. A missing interpreter, or one too old for the
 // language, is NOT_SUPPORTED.
 func startInterp(cfg *Config, log *slog.Logger, id, dir, language string) (*interp, error) {
-	name, args, preamble, err := driverFor(cfg, language)
+	spec, err := driverFor(cfg, language)
 	if err != nil {
 		return nil, err
 	}
+	name, args := spec.name, spec.args
 	var files []*os.File
 	pipe := func() (r, w *os.File) {
 		if err != nil {
@@ -94,13 +145,21 @@ func startInterp(cfg *Config, log *slog.Logger, id, dir, language string) (*inte
 	errR, errW := pipe()
 	reqR, reqW := pipe()
 	ctlR, ctlW := pipe()
+	extra := []*os.File{reqR, ctlW}
+	if spec.source != nil && err == nil {
+		var src *os.File
+		if src, err = sourceFile(spec.source); err == nil {
+			files = append(files, src)
+			extra = append(extra, src) // fd 5: javadriver.SourceFD
+		}
+	}
 	if err != nil {
 		closeAll(files...)
 		return nil, fmt.Errorf("interpreter pipes: %w", err)
 	}
 	cmd := &exec.Cmd{
 		Path: args[0], Args: args, Dir: dir, Env: cfg.Env,
-		Stdout: outW, Stderr: errW, ExtraFiles: []*os.File{reqR, ctlW},
+		Stdout: outW, Stderr: errW, ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := startProcess(cmd); err != nil {
@@ -108,6 +167,7 @@ func startInterp(cfg *Config, log *slog.Logger, id, dir, language string) (*inte
 		return nil, sandbox.Errorf(sandbox.CodeRuntime, "start %s interpreter %s: %v", name, args[0], err)
 	}
 	closeAll(outW, errW, reqR, ctlW)
+	closeAll(extra[2:]...)
 	in := &interp{id: id, name: name, log: log, pid: cmd.Process.Pid, reqW: reqW, cfg: cfg, ready: make(chan pydriver.Message, 1), exited: make(chan struct{})}
 	var readers sync.WaitGroup
 	readers.Add(3)
@@ -123,7 +183,7 @@ func startInterp(cfg *Config, log *slog.Logger, id, dir, language string) (*inte
 		log.Debug("interpreter exited", "context_id", id, "exit_code", in.status)
 	}()
 
-	if _, err := reqW.Write(preamble); err != nil {
+	if _, err := reqW.Write(spec.preamble); err != nil {
 		in.kill()
 		return nil, sandbox.Errorf(sandbox.CodeRuntime, "%s driver did not start: %v: %s", name, err, strings.TrimSpace(in.out.orphanTail()))
 	}

@@ -8,12 +8,12 @@ package execd
 
 import (
 	"crypto/subtle"
-	"github.com/astrabox/astrabox/execd/outlog"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/execd/outlog"
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -35,6 +35,12 @@ type Config struct {
 	// Node is the interpreter of javascript and typescript code contexts
 	// (default node).
 	Node string
+	// Java is the launcher of java code contexts, of a JDK with jshell
+	// (default java).
+	Java string
+	// Go is the go command of go code contexts (default go, else the
+	// standard install's /usr/local/go/bin/go).
+	Go string
 	// OutputLimit bounds the retained output of each stream of a command
 	// (default 8 MiB).
 	OutputLimit int64
@@ -76,6 +82,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Python == "" {
 		c.Python = "python3"
+	}
+	if c.Java == "" {
+		c.Java = "java"
+	}
+	if c.Go == "" {
+		c.Go = "go"
 	}
 	if c.OutputLimit <= 0 {
 		c.OutputLimit = 8 << 20

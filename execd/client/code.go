@@ -41,9 +41,9 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // CreateContext starts a code context of req.Language ("python", the
-// default, "bash", "javascript" or "typescript"), in req.Cwd if set, and
-// returns it with its id. A language whose interpreter the box lacks fails
-// with CodeNotSupported, naming the languages the box offers.
+// default, "bash", "javascript", "typescript", "java" or "go"), in req.Cwd
+// if set, and returns it with its id. A language whose interpreter the box
+// lacks fails with CodeNotSupported, naming the languages the box offers.
 func (c *Client) CreateContext(ctx context.Context, req wire.CodeContext) (wire.CodeContext, error) {
 	var cc wire.CodeContext
 	err := c.doJSON(ctx, http.MethodPost, "/code/context", nil, wire.CodeContext{Language: req.Language, Cwd: req.Cwd}, &cc)
@@ -95,8 +95,8 @@ type CodeExecution struct {
 	Stderr    []byte
 	// Results are the MIME maps of result events ("text/plain", ...).
 	Results []map[string]any
-	// Error is the exception (python, javascript, typescript) or the
-	// non-zero exit (bash), if any.
+	// Error is the exception (python, javascript, typescript, java) or
+	// the non-zero exit (bash, go), if any.
 	Error          *wire.ExecError
 	ExecutionCount int
 	// ExitCode is a bash context's exit code; -1 when not reported.

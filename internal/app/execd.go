@@ -34,6 +34,8 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 	maxUpload := fs.Int64("max-upload", 0, "largest uploaded file in bytes (0: no limit)")
 	python := fs.String("python", "python3", "interpreter of python code contexts")
 	node := fs.String("node", "node", "interpreter of javascript and typescript code contexts")
+	java := fs.String("java", "java", "launcher of java code contexts (a JDK's, with jshell)")
+	goCmd := fs.String("go", "go", "go command of go code contexts (default: go on PATH, else /usr/local/go/bin/go)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,6 +72,8 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 		WorkDir:        *workdir,
 		Python:         *python,
 		Node:           *node,
+		Java:           *java,
+		Go:             *goCmd,
 		OutputLimit:    *outputLimit,
 		OutputTotal:    *outputTotal,
 		Retention:      *retention,
