@@ -29,6 +29,8 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 			return runBenchReplicas(ctx, args[1:], stdio, env)
 		case "remote":
 			return runBenchRemote(ctx, args[1:], stdio, env)
+		case "egress":
+			return runBenchEgress(ctx, args[1:], stdio)
 		}
 	}
 	return runBenchSuite(ctx, args, stdio, env)
@@ -119,7 +121,7 @@ func runBenchSuite(ctx context.Context, args []string, stdio IO, env Env) error 
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd|platform|replicas|remote [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
+		fmt.Fprintf(stdio.Stderr, "usage: astrabox bench [flags]   (or: astrabox bench execd|platform|replicas|remote|egress [flags])\n\nscenarios: %s\n\n", strings.Join(bench.Scenarios(), ", "))
 		fs.PrintDefaults()
 	}
 	backends := fs.String("backends", "native", "backends to measure, comma-separated (the process harness is always measured, as the floor)")

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Added is a latency of network limited minus the same of unrestricted,
+// at each percentile (a difference of percentiles, not a percentile of
+// differences), in ms.
+type Added struct {
+	P50 float64 `json:"p50_ms"`
+	P90 float64 `json:"p90_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+// EgressRow is one line of the egress bench: one measure on one backend,
+// in a box of network unrestricted and one of network limited.
+type EgressRow struct {
+	Scenario string `json:"scenario"`
+	Backend  string `json:"backend"`
+	// Unit is "ms" for a latency (Unrestricted, Limited and Added set) or
+	// "MB/s" for a download (the rates, the median of N, and Bytes set).
+	Unit string `json:"unit"`
+	// N is the number of samples (or downloads) in each mode.
+	N            int      `json:"n"`
+	Unrestricted *Latency `json:"unrestricted,omitempty"`
+	Limited      *Latency `json:"limited,omitempty"`
+	Added        *Added   `json:"added,omitempty"`
+	// Bytes is the size of the download.
+	Bytes            int64   `json:"bytes,omitempty"`
+	UnrestrictedRate float64 `json:"unrestricted_mb_s,omitempty"`
+	LimitedRate      float64 `json:"limited_mb_s,omitempty"`
+	// Ratio is limited over unrestricted: of the p50 latency, or of the
+	// rate (0: not measured).
+	Ratio float64 `json:"ratio"`
+}
+
+// EgressReport is the outcome of `astrabox bench egress`.
+type EgressReport struct {
+	Date    time.Time `json:"date"`
+	Machine string    `json:"machine"`
+	// Settings echoes the configuration the figures come from.
+	Settings string      `json:"settings"`
+	Rows     []EgressRow `json:"rows"`
+	// Notes say what went through the proxy and what the run left.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// WriteTable prints the report as one Markdown table, both modes side by
+// side, with its notes below.
+func (r EgressReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "\nastrabox bench egress (%s; %s; %s)\n\n", r.Date.Format("2006-01-02 15:04 MST"), r.Machine, r.Settings)
+	rows := [][]string{{"scenario", "backend", "n", "unrestricted p50 / p90 / p99", "limited p50 / p90 / p99",
+		"added by the proxy p50 / p90 / p99", "limited / unrestricted"}}
+	lat := func(l *Latency) string { return fmt.Sprintf("%.3f / %.3f / %.3f ms", l.P50, l.P90, l.P99) }
+	for _, row := range r.Rows {
+		cells := []string{row.Scenario, row.Backend, fmt.Sprint(row.N), "-", "-", "-", "-"}
+		switch {
+		case row.Unrestricted != nil && row.Limited != nil && row.Added != nil:
+			cells[3], cells[4] = lat(row.Unrestricted), lat(row.Limited)
+			cells[5] = fmt.Sprintf("%+.3f / %+.3f / %+.3f ms", row.Added.P50, row.Added.P90, row.Added.P99)
+		case row.Bytes > 0:
+			cells[2] = fmt.Sprintf("%d × %s", row.N, sizeString(row.Bytes))
+			cells[3], cells[4] = fmt.Sprintf("%.1f MB/s", row.UnrestrictedRate), fmt.Sprintf("%.1f MB/s", row.LimitedRate)
+		}
+		if row.Ratio > 0 {
+			cells[6] = fmt.Sprintf("%.2fx", row.Ratio)
+		}
+		rows = append(rows, cells)
+	}
+	writeMarkdown(w, rows)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\n- %s", n)
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// WriteJSON writes the report to path as indented JSON.
+func (r EgressReport) WriteJSON(path string) error {
+	return writeJSON(path, r)
+}
