@@ -9,6 +9,7 @@ package egresstest
 import (
 	"context"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -138,3 +139,50 @@ func (r *Resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr,
 	r.calls[host]++
 	return seq[i], nil
 }
+
+// ScanScript is a shell command (python3 in the box) that looks for secret
+// everywhere a box could hold it: the environment, command line and
+// readable memory of every process, and the files under the usual
+// directories. Its output is "regions N found [...]"; see ScanClean.
+func ScanScript(secret string) string {
+	return strings.Replace(scanScript, "NEEDLE", hex.EncodeToString([]byte(secret)), 1)
+}
+
+// ScanClean reports whether the output of ScanScript found nothing after
+// reading some memory (a scan that could read no memory proves nothing).
+func ScanClean(out string) bool {
+	return strings.Contains(out, "found []") && !strings.Contains(out, "regions 0 ")
+}
+
+const scanScript = `python3 - <<'EOF'
+import os
+needle = bytes.fromhex("NEEDLE")
+found, regions = [], 0
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    for f in ("environ", "cmdline"):
+        try:
+            if needle in open(f"/proc/{pid}/{f}", "rb").read(): found.append(f"{pid}/{f}")
+        except OSError: pass
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        mem = open(f"/proc/{pid}/mem", "rb", 0)
+    except OSError:
+        continue
+    for line in maps:
+        addr, perms = line.split()[:2]
+        if not perms.startswith("r"): continue
+        lo, hi = (int(x, 16) for x in addr.split("-"))
+        if hi - lo > 1 << 30: continue
+        try:
+            mem.seek(lo); data = mem.read(hi - lo); regions += 1
+        except (OSError, ValueError, OverflowError):
+            continue
+        if needle in data: found.append(f"{pid}/mem")
+for top in ("/etc", "/tmp", "/root", "/home", "/var", "/run", "/workspace"):
+    for d, _, files in os.walk(top):
+        for n in files:
+            try:
+                if needle in open(os.path.join(d, n), "rb").read(): found.append(os.path.join(d, n))
+            except OSError: pass
+print("regions", regions, "found", found)
+EOF`

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -41,42 +40,6 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
-
-// boxScan prints "found [...]" with every place in the box that holds the
-// hex-encoded needle: the environment, command line and readable memory
-// of every process, and the files under the usual directories.
-const boxScan = `python3 - <<'EOF'
-import os
-needle = bytes.fromhex("%s")
-found, regions = [], 0
-for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
-    for f in ("environ", "cmdline"):
-        try:
-            if needle in open(f"/proc/{pid}/{f}", "rb").read(): found.append(f"{pid}/{f}")
-        except OSError: pass
-    try:
-        maps = open(f"/proc/{pid}/maps").read().splitlines()
-        mem = open(f"/proc/{pid}/mem", "rb", 0)
-    except OSError:
-        continue
-    for line in maps:
-        addr, perms = line.split()[:2]
-        if not perms.startswith("r"): continue
-        lo, hi = (int(x, 16) for x in addr.split("-"))
-        if hi - lo > 1 << 30: continue
-        try:
-            mem.seek(lo); data = mem.read(hi - lo); regions += 1
-        except (OSError, ValueError, OverflowError):
-            continue
-        if needle in data: found.append(f"{pid}/mem")
-for top in ("/etc", "/tmp", "/root", "/home", "/var", "/run", "/workspace"):
-    for d, _, files in os.walk(top):
-        for n in files:
-            try:
-                if needle in open(os.path.join(d, n), "rb").read(): found.append(os.path.join(d, n))
-            except OSError: pass
-print("regions", regions, "found", found)
-EOF`
 
 // TestProtectedDeliveryEndToEnd is protected delivery on the native and
 // docker backends: an Agent with a vault, on a profile of network
@@ -246,8 +209,8 @@ func protectedDelivery(t *testing.T, backend string) {
 			t.Fatalf("refusal page of %s (Host %s): %q", dest[0], dest[1], page)
 		}
 	}
-	scan := run(fmt.Sprintf(boxScan, hex.EncodeToString([]byte(realSecret))))
-	if !strings.Contains(scan, "found []") || strings.Contains(scan, "regions 0 ") {
+	scan := run(egresstest.ScanScript(realSecret))
+	if !egresstest.ScanClean(scan) {
 		t.Fatalf("scan of the box for the real value: %s", scan)
 	}
 
