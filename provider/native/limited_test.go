@@ -219,19 +219,57 @@ func TestNetworkLimited(t *testing.T) {
 		t.Fatalf("after a restart, rebind.test (now loopback) was reached: %s", out)
 	}
 
-	// Deleted: the proxy's listeners and the box's link are gone.
+	// Deleted: the proxy's listeners and the box's link are gone. (Only
+	// this box's: other servers on the host may have limited boxes.)
+	_, resolv, _ := sh(t, b, nil, "cat /etc/resolv.conf")
+	hostEnd, ok := nameserver(resolv)
+	if !ok {
+		t.Fatalf("no name server in the box's resolv.conf: %q", resolv)
+	}
+	if n := listeners(t, hostEnd, 15001); n != 1 {
+		t.Fatalf("%d egress proxy listeners on %s before delete, want 1", n, hostEnd)
+	}
 	if err := p2.Delete(ctx(t), b.ID); err != nil {
 		t.Fatal(err)
 	}
 	if m.Box(b.ID) != nil {
 		t.Error("the box's egress proxy is left after delete")
 	}
-	if n := listeners(t, 15001) + listeners(t, 15053); n != 0 {
-		t.Errorf("%d egress proxy listeners are left after delete", n)
+	if n := listeners(t, hostEnd, 15001) + listeners(t, hostEnd, 15053); n != 0 {
+		t.Errorf("%d egress proxy listeners on %s are left after delete", n, hostEnd)
 	}
-	if links := limitedLinks(t); links != 0 {
-		t.Errorf("%d limited box links are left", links)
+	if name, ok := linkWith(t, hostEnd); ok {
+		t.Errorf("the box's link %s (%s) is left", name, hostEnd)
 	}
+}
+
+// nameserver returns the first name server of a resolv.conf: in a box of
+// mode limited, its host end's address, where its egress proxy listens.
+func nameserver(resolv string) (netip.Addr, bool) {
+	for _, line := range strings.Split(resolv, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" {
+			a, err := netip.ParseAddr(f[1])
+			return a, err == nil
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// linkWith returns the host interface that holds address a, if any.
+func linkWith(t *testing.T, a netip.Addr) (string, bool) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, ad := range addrs {
+			if p, err := netip.ParsePrefix(ad.String()); err == nil && p.Addr() == a {
+				return i.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // writeFile writes content to path in b.
@@ -242,31 +280,20 @@ func writeFile(t *testing.T, b *sandboxtest.Box, path, content string) {
 	}
 }
 
-func limitedLinks(t *testing.T) int {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, i := range ifs {
-		if strings.HasPrefix(i.Name, "abl") {
-			n++
-		}
-	}
-	return n
-}
-
-// listeners counts the host's TCP sockets listening on port.
-func listeners(t *testing.T, port int) int {
+// listeners counts the host's TCP sockets listening on addr:port.
+func listeners(t *testing.T, addr netip.Addr, port int) int {
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// /proc/net/tcp writes an IPv4 address as the hex of its bytes in
+	// host (little-endian) order.
+	a := addr.As4()
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", a[3], a[2], a[1], a[0], port)
 	n := 0
-	want := fmt.Sprintf(":%04X", port)
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
-		if len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+		if len(f) > 3 && f[1] == want && f[3] == "0A" {
 			n++
 		}
 	}
