@@ -297,6 +297,7 @@ cmd_env() {
   echo "export ASTRABOX_TEST_KUBECONFIG=$STATE/kubeconfig"
   echo "export ASTRABOX_TEST_K8S_SECCOMP=astrabox.json"
   echo "export ASTRABOX_TEST_K8S_IMPORT='ctr --address $STATE/containerd/containerd.sock -n k8s.io images import'"
+  echo "export ASTRABOX_TEST_KUBECTL=$BIN/kubectl"
 }
 
 # cmd_kubectl ARGS... runs the cluster's kubectl on its kubeconfig.

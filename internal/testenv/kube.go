@@ -28,6 +28,9 @@ const (
 	// EnvKubeSeccomp names the Localhost seccomp profile installed on the
 	// node; empty tests RuntimeDefault.
 	EnvKubeSeccomp = "ASTRABOX_TEST_K8S_SECCOMP"
+	// EnvKubectl names the cluster's kubectl (optional), with which tests
+	// that drive a server remove what it left in the cluster.
+	EnvKubectl = "ASTRABOX_TEST_KUBECTL"
 )
 
 // Kube is what a test needs of the test cluster.
@@ -36,6 +39,7 @@ type Kube struct {
 	Image      string // the boxes' image, on the node
 	ExecdImage string // an execd image of the binary under test, on the node
 	Seccomp    string // Localhost seccomp profile, or "" for RuntimeDefault
+	Kubectl    string // the cluster's kubectl, or ""
 }
 
 // NeedKube requires the test cluster: its kubeconfig, the boxes' image and
@@ -47,7 +51,8 @@ func NeedKube(t testing.TB) Kube {
 	Need(t, kc != "", EnvKubeconfig+" (a kubeconfig of a test cluster)")
 	img := os.Getenv(EnvKubeImage)
 	Need(t, img != "", EnvKubeImage+" (an image with bash and python3 that the node holds)")
-	return Kube{Kubeconfig: kc, Image: img, ExecdImage: kubeExecdImage(t), Seccomp: os.Getenv(EnvKubeSeccomp)}
+	return Kube{Kubeconfig: kc, Image: img, ExecdImage: kubeExecdImage(t), Seccomp: os.Getenv(EnvKubeSeccomp),
+		Kubectl: os.Getenv(EnvKubectl)}
 }
 
 var (
@@ -81,4 +86,24 @@ func kubeExecdImage(t testing.TB) string {
 	}
 	execdImage = ref
 	return ref
+}
+
+// RemoveOwned deletes, with kubectl, the Pods and Secrets of owner in
+// namespace and returns what it deleted ("" when there was nothing, or no
+// kubectl to ask).
+func (k Kube) RemoveOwned(t testing.TB, namespace, owner string) string {
+	t.Helper()
+	if k.Kubectl == "" {
+		return ""
+	}
+	out, err := exec.Command(k.Kubectl, "--kubeconfig", k.Kubeconfig, "-n", namespace, "delete", "pods,secrets",
+		"-l", "io.astrabox.owner="+owner, "--grace-period=0", "--ignore-not-found", "--wait=true").CombinedOutput()
+	if err != nil {
+		t.Errorf("kubectl delete the pods of %s: %v: %s", owner, err, out)
+	}
+	left := strings.TrimSpace(string(out))
+	if strings.HasPrefix(left, "No resources found") {
+		return ""
+	}
+	return left
 }

@@ -45,13 +45,14 @@ const labelNetwork = "io.astrabox.network"
 const labelServer = "io.astrabox.server"
 
 // blockedV4 and blockedV6 are the ranges no box of mode unrestricted may
-// reach.
+// reach. (The API server refuses IPv4-mapped IPv6 ranges in a policy; a
+// Pod's kernel sends to such an address as IPv4, which blockedV4 covers.)
 var (
 	blockedV4 = []string{
 		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 		"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3",
 	}
-	blockedV6 = []string{"::1/128", "::ffff:0:0/96", "64:ff9b::/96", "fc00::/7", "fe80::/10", "ff00::/8"}
+	blockedV6 = []string{"::1/128", "64:ff9b::/96", "fc00::/7", "fe80::/10", "ff00::/8"}
 )
 
 // networkPolicyName is the name of the owner's unrestricted policy.
