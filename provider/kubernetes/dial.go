@@ -55,13 +55,19 @@ func (p *Provider) dialState(ctx context.Context, id string, st boxState) (net.C
 		return c, nil
 	}
 	// A shared connection may have died unnoticed (the API server or the
-	// kubelet restarted, a proxy timed it out): one fresh try then.
+	// kubelet restarted, a proxy timed it out), when opening a stream on
+	// it waits for an answer that never comes: a reused connection gets
+	// reusedStreamWait to answer, then one fresh try.
 	for try := 0; ; try++ {
-		f, err := p.forwarder(ctx, st.Pod)
+		f, fresh, err := p.forwarder(ctx, st.Pod)
 		if err != nil {
 			return nil, fmt.Errorf("dial box %s: %w", id, err)
 		}
-		c, err := f.dial(wire.DefaultPort)
+		wait := time.Duration(0)
+		if !fresh && try == 0 {
+			wait = reusedStreamWait
+		}
+		c, err := f.dialWithin(wire.DefaultPort, wait)
 		if err == nil {
 			return c, nil
 		}
@@ -92,23 +98,28 @@ type forwarder struct {
 	next int // request id of the next stream pair
 }
 
+// reusedStreamWait bounds opening a stream pair on a port-forward
+// connection that was open already: on a live one it takes a round trip.
+const reusedStreamWait = time.Second
+
 // forwarder returns the port-forward connection to Pod name, opening it
-// when there is none (or the last one closed).
-func (p *Provider) forwarder(ctx context.Context, name string) (*forwarder, error) {
+// when there is none (or the last one closed); fresh reports that it was
+// opened by this call.
+func (p *Provider) forwarder(ctx context.Context, name string) (f *forwarder, fresh bool, err error) {
 	p.mu.Lock()
-	f := p.fwd[name]
+	f = p.fwd[name]
 	p.mu.Unlock()
 	if f != nil {
 		select {
 		case <-f.conn.CloseChan():
 			p.dropForwarder(name)
 		default:
-			return f, nil
+			return f, false, nil
 		}
 	}
 	rt, up, err := spdy.RoundTripperFor(p.rest)
 	if err != nil {
-		return nil, fmt.Errorf("port-forward transport: %w", err)
+		return nil, false, fmt.Errorf("port-forward transport: %w", err)
 	}
 	u := p.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.cfg.Namespace).Name(name).SubResource("portforward").URL()
 	type result struct {
@@ -133,21 +144,21 @@ func (p *Provider) forwarder(ctx context.Context, name string) (*forwarder, erro
 				r.conn.Close()
 			}
 		}()
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("port-forward to pod %s: %w", name, r.err)
+		return nil, false, fmt.Errorf("port-forward to pod %s: %w", name, r.err)
 	}
 	f = &forwarder{conn: r.conn}
 	p.mu.Lock()
 	if old := p.fwd[name]; old != nil {
 		p.mu.Unlock()
 		f.close()
-		return old, nil
+		return old, false, nil
 	}
 	p.fwd[name] = f
 	p.mu.Unlock()
-	return f, nil
+	return f, true, nil
 }
 
 // dropForwarder closes and forgets the port-forward connection to Pod
@@ -163,6 +174,36 @@ func (p *Provider) dropForwarder(name string) {
 }
 
 func (f *forwarder) close() { _ = f.conn.Close() }
+
+// dialWithin is dial bounded by wait (0: unbounded); a stream pair that
+// comes later is closed.
+func (f *forwarder) dialWithin(port int, wait time.Duration) (net.Conn, error) {
+	if wait <= 0 {
+		return f.dial(port)
+	}
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := f.dial(port)
+		done <- result{c, err}
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.c, r.err
+	case <-t.C:
+		go func() {
+			if r := <-done; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, fmt.Errorf("port-forward: no stream within %s", wait)
+	}
+}
 
 // dial opens a stream pair (error and data) to port, as kubectl
 // port-forward does for each accepted connection.
