@@ -3,13 +3,15 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
 // Network policies: OpenSandbox's networkPolicy on create, its egress API
-// (egress-api.yaml: GET, PATCH and DELETE /policy) on port 18080 of a
+// (egress-api.yaml: GET, PATCH and DELETE /policy, and the Credential
+// Vault of credvault.go) on port 18080 of a
 // sandbox's endpoint, and the operator's route /v1/sandboxes/{id}/network-
 // policy. The egress API is served by this server, never by code in the
 // box, and needs what every endpoint needs (the API key or the endpoint's
@@ -50,6 +52,33 @@ func toNetworkPolicy(p NetworkPolicy) (sandbox.NetworkPolicy, error) {
 	}
 	if err := egress.Validate(np); err != nil {
 		return sandbox.NetworkPolicy{}, err
+	}
+	return np, nil
+}
+
+// credentialProxyPolicy is the network policy of a box created with
+// credentialProxy.enabled: always limited, since only the egress proxy
+// applies a Credential Vault. What toNetworkPolicy makes unrestricted
+// (allow without deny rules) becomes limited with defaultAction allow and
+// the given rules (which a vault's bindings need: their hosts must be
+// explicitly allowed); what it makes none (an empty policy) becomes
+// limited deny, widened at run time through the egress API.
+func credentialProxyPolicy(p NetworkPolicy) (sandbox.NetworkPolicy, error) {
+	np, err := toNetworkPolicy(p)
+	if err != nil {
+		return np, err
+	}
+	switch np.Mode {
+	case sandbox.NetworkUnrestricted:
+		np = sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, DefaultAction: "allow"}
+		for _, r := range p.Egress {
+			np.Rules = append(np.Rules, sandbox.NetworkRule{Action: r.Action, Target: r.Target})
+		}
+		if err := egress.Validate(np); err != nil {
+			return sandbox.NetworkPolicy{}, err
+		}
+	case sandbox.NetworkNone:
+		np = sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, DefaultAction: "deny"}
 	}
 	return np, nil
 }
@@ -146,8 +175,13 @@ func (s *Server) serveEgressAPI(w http.ResponseWriter, r *http.Request, id strin
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(egress.Status(np))
 	}
-	if r.PathValue("rest") != "policy" {
-		http.Error(w, "this sandbox's egress API serves /policy only", http.StatusNotFound)
+	rest := r.PathValue("rest")
+	if sub, ok := strings.CutPrefix(rest, "credential-vault"); ok && (sub == "" || strings.HasPrefix(sub, "/")) {
+		s.serveCredentialVault(w, r, id, strings.TrimPrefix(sub, "/"))
+		return
+	}
+	if rest != "policy" {
+		http.Error(w, "this sandbox's egress API serves /policy and /credential-vault", http.StatusNotFound)
 		return
 	}
 	switch r.Method {

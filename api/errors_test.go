@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -51,17 +52,24 @@ func TestStatusOfEveryCode(t *testing.T) {
 		platform.CodeAgentNotFound:      404,
 		// platform.CodeSessionNotFound is sandbox.CodeSessionNotFound's
 		// spelling: one code, registered by both with one status.
-		platform.CodeProfileNotFound:     404,
-		platform.CodeInvalid:             400,
-		platform.CodeSessionBusy:         409,
-		platform.CodeVersionConflict:     409,
-		platform.CodeInteractionClosed:   409,
-		platform.CodeEngineNotInstalled:  400,
-		platform.CodeSessionDeleted:      410,
-		platform.CodeVaultNotFound:       404,
-		platform.CodeSecretNotFound:      404,
-		platform.CodeVaultInUse:          409,
-		platform.CodeDeliveryUnsupported: 400,
+		platform.CodeProfileNotFound:          404,
+		platform.CodeInvalid:                  400,
+		platform.CodeSessionBusy:              409,
+		platform.CodeVersionConflict:          409,
+		platform.CodeInteractionClosed:        409,
+		platform.CodeEngineNotInstalled:       400,
+		platform.CodeSessionDeleted:           410,
+		platform.CodeVaultNotFound:            404,
+		platform.CodeSecretNotFound:           404,
+		platform.CodeVaultInUse:               409,
+		platform.CodeDeliveryUnsupported:      400,
+		egress.CodeCredentialProxyDisabled:    412,
+		egress.CodeCredentialProxyUnavailable: 412,
+		egress.CodeVaultNotFound:              404,
+		egress.CodeVaultExists:                409,
+		egress.CodeVaultRevision:              409,
+		egress.CodeCredentialNotFound:         404,
+		egress.CodeBindingNotFound:            404,
 	}
 	for code, status := range want {
 		if got := statusOf(code); got != status {

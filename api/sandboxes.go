@@ -109,6 +109,19 @@ func toCreateRequest(req CreateSandboxRequest, lim lifecycle.Limits) (lifecycle.
 		}
 		out.Network = &np
 	}
+	if cp := req.CredentialProxy; cp != nil && cp.Enabled {
+		if req.NetworkPolicy == nil {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "credentialProxy.enabled needs a networkPolicy: the Credential Proxy is part of the egress proxy")
+		}
+		if _, ok := req.Extensions["network"]; ok {
+			return out, sandbox.Errorf(sandbox.CodeInvalidRequest, "extension network none contradicts credentialProxy.enabled, which needs the egress proxy")
+		}
+		np, err := credentialProxyPolicy(*req.NetworkPolicy)
+		if err != nil {
+			return out, err
+		}
+		out.Network, out.CredentialProxy = &np, true
+	}
 	// Extension "network": "none" asks for no network at all, where
 	// OpenSandbox's closest, a deny-all policy, is a box whose egress proxy
 	// refuses everything and can be widened at run time (what a remote

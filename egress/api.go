@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,7 +66,10 @@ func ToWire(np sandbox.NetworkPolicy) WirePolicy {
 }
 
 // serveInBoxAPI answers the box's own requests on its gateway's port
-// 18080: GET /policy shows the policy; nothing changes it from there.
+// 18080: GET /policy shows the policy; nothing changes it from there. The
+// Credential Vault is not served there at all, not even its sanitized
+// state (binding names, hosts and header names would show code in the box
+// where credentials go): every /credential-vault request is refused.
 func (b *Box) serveInBoxAPI(c net.Conn) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /policy", func(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +77,10 @@ func (b *Box) serveInBoxAPI(c net.Conn) {
 		_ = json.NewEncoder(w).Encode(Status(b.Policy()))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/credential-vault" || strings.HasPrefix(r.URL.Path, "/credential-vault/") {
+			http.Error(w, "the Credential Vault is not reachable from inside the sandbox: manage it through the sandbox's endpoint for port 18080, with its endpoint headers", http.StatusForbidden)
+			return
+		}
 		if r.URL.Path == "/policy" {
 			http.Error(w, "the egress policy is read-only from inside the sandbox: change it through the sandbox's endpoint for port 18080, with its endpoint headers", http.StatusForbidden)
 			return

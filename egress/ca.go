@@ -19,9 +19,10 @@ import (
 
 // CA is the per-server certificate authority the proxy signs the
 // certificates with that it presents when it terminates a box's TLS for
-// protected delivery. Boxes that get secrets trust it (their trust store
-// and SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE); nothing
-// else does. Its key never leaves the server.
+// protected delivery and Credential Vault bindings. Boxes that get
+// secrets, and boxes created with a credential proxy, trust it (see
+// InstallTrust and TrustEnv); nothing else does. Its key never leaves the
+// server.
 type CA struct {
 	cert    *x509.Certificate
 	certPEM []byte

@@ -18,10 +18,11 @@ import (
 // when the request goes to the secret's destination: its host (exact, or
 // "*.domain" for subdomains), under its path prefix, in its header. Over
 // HTTPS the proxy terminates the box's TLS with a certificate of the
-// server's CA (which only boxes with secrets trust) and opens its own,
-// verified TLS connection upstream; over HTTP it rewrites the request on
-// the way. Only requests change: responses pass as they are, and nothing
-// the proxy logs or answers carries a value.
+// server's CA (which only boxes with secrets, or with a Credential Vault,
+// trust) and opens its own, verified TLS connection upstream; over HTTP it
+// rewrites the request on the way. Only requests change: responses pass
+// as they are, and nothing the proxy logs or answers carries a value.
+// Credential Vault bindings (binding.go) ride on the same relay.
 
 // Secret is one credential the proxy delivers.
 type Secret struct {
@@ -79,9 +80,10 @@ func (b *Box) secretList() []Secret {
 
 func (b *Box) hasSecrets() bool { return len(b.secretList()) > 0 }
 
-// intercepts reports whether the proxy terminates TLS to name: when a
-// secret may go there and the server has a CA.
-func (b *Box) intercepts(name string) bool {
+// intercepts reports whether the proxy terminates TLS to name on port:
+// when the server has a CA and a secret may go to name, or a binding of
+// scheme https names name and port.
+func (b *Box) intercepts(name string, port int) bool {
 	if b.m.cfg.CA == nil {
 		return false
 	}
@@ -90,7 +92,14 @@ func (b *Box) intercepts(name string) bool {
 			return true
 		}
 	}
-	return false
+	return b.bindingCovers("https", name, port)
+}
+
+// relaysHTTP reports whether the proxy reads the plain HTTP requests of a
+// connection to name on port (rather than copying its bytes): when the box
+// has secrets, or a binding of scheme http names name and port.
+func (b *Box) relaysHTTP(name string, port int) bool {
+	return b.hasSecrets() || b.bindingCovers("http", name, port)
 }
 
 // intercept terminates the box's TLS to ch.name and carries its HTTP/1
@@ -128,11 +137,12 @@ func (b *Box) intercept(c net.Conn, s sniffed, ch choice) {
 		return
 	}
 	defer up.Close()
-	b.relayHTTP(bufio.NewReader(box), box, up, ch.name)
+	b.relayHTTP(bufio.NewReader(box), box, up, ch.name, "https", int(ch.dst.Port()))
 }
 
-// serveHTTP carries plain HTTP/1 requests of a box that has secrets, so
-// that each request to a secret's host gets it.
+// serveHTTP carries plain HTTP/1 requests of a box that has secrets or
+// bindings for the connection's destination (see relaysHTTP), so that each
+// request to a secret's host or a binding's destination gets it.
 func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.m.cfg.DialTimeout)
 	up, err := b.m.cfg.Dial(ctx, "tcp", ch.dst.String())
@@ -143,14 +153,17 @@ func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
 		return
 	}
 	defer up.Close()
-	b.relayHTTP(bufio.NewReader(io.MultiReader(bytes.NewReader(s.buf), c)), c, up, ch.name)
+	b.relayHTTP(bufio.NewReader(io.MultiReader(bytes.NewReader(s.buf), c)), c, up, ch.name, "http", int(ch.dst.Port()))
 }
 
-// relayHTTP reads requests from the box (br over box), delivers secrets in
-// those whose Host is name (the name the connection was allowed and, for
-// TLS, verified for), writes them to up and copies each response back
-// unchanged. An upgrade (101) turns into a plain two-way copy.
-func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name string) {
+// relayHTTP reads requests from the box (br over box), delivers secrets
+// and applies Credential Vault bindings in those whose Host is name (the
+// name the connection was allowed and, for TLS, verified for; scheme and
+// port are the connection's), writes them to up and copies each response
+// back unchanged. An upgrade (101) turns into a plain two-way copy. The
+// bindings are read for each request, so a vault change applies to
+// connections already open.
+func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, scheme string, port int) {
 	upr := bufio.NewReader(up)
 	for {
 		req, err := http.ReadRequest(br)
@@ -161,6 +174,12 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name string
 		if host == name {
 			if used := Inject(req, name, b.secretList()); len(used) > 0 {
 				b.log.Info("egress delivered secrets", "name", name, "secrets", used)
+			}
+			switch binding, ambiguous := ApplyBindings(req, scheme, name, port, b.m.bindingsOf(b.id)); {
+			case binding != "":
+				b.log.Info("egress applied credential binding", "name", name, "binding", binding, "method", req.Method, "scheme", scheme)
+			case ambiguous:
+				b.log.Warn("egress: several credential bindings match; none applied", "name", name, "method", req.Method, "scheme", scheme)
 			}
 		}
 		if err := req.Write(up); err != nil {

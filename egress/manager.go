@@ -61,6 +61,10 @@ type Manager struct {
 	mu    sync.Mutex
 	boxes map[string]*Box
 	gates map[*Gate]bool
+
+	// bindings are the boxes' Credential Vault bindings by box id
+	// ([]Binding; see SetBindings).
+	bindings sync.Map
 }
 
 // NewManager returns a Manager.

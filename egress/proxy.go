@@ -200,13 +200,13 @@ func (b *Box) proxy(c net.Conn, orig netip.AddrPort) {
 		}
 		return
 	}
-	if s.proto == protoTLS && ch.name != "" && b.intercepts(ch.name) {
+	if s.proto == protoTLS && ch.name != "" && b.intercepts(ch.name, int(ch.dst.Port())) {
 		cancel()
 		b.Allowed.Add(1)
 		b.intercept(c, s, ch)
 		return
 	}
-	if s.proto == protoHTTP && s.head != nil && b.hasSecrets() {
+	if s.proto == protoHTTP && s.head != nil && b.relaysHTTP(ch.name, int(ch.dst.Port())) {
 		cancel()
 		b.Allowed.Add(1)
 		b.serveHTTP(c, s, ch)

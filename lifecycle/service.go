@@ -18,8 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/vault"
 )
 
 // Config configures a Service.
@@ -49,6 +51,13 @@ type Config struct {
 	// Holder names this replica in reconciliation leases (its advertised
 	// URL; default "local").
 	Holder string
+	// Egress is the server's egress proxy (nil: none). Sandboxes created
+	// with CredentialProxy need it, with a CA: it carries their Credential
+	// Vaults (credvault.go).
+	Egress *egress.Manager
+	// Vault seals the Credential Vaults in the store (nil: sandboxes with
+	// CredentialProxy are refused).
+	Vault *vault.Ring
 }
 
 // Profile is a RuntimeProfile: defaults a create request starts from.
@@ -228,6 +237,10 @@ type CreateRequest struct {
 	Volumes []sandbox.Volume
 	// SnapshotID starts the box from a snapshot (see fromSnapshot).
 	SnapshotID string
+	// CredentialProxy gives the box a Credential Vault (see
+	// sandbox.Spec.CredentialProxy and credvault.go); Network must then be
+	// limited.
+	CredentialProxy bool
 }
 
 // newID returns a sandbox id: 20 lower-case alphanumerics.
@@ -296,6 +309,17 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 	if req.Network != nil {
 		spec.Network = *req.Network
 	}
+	if req.CredentialProxy {
+		if err := s.credentialProxyReady(); err != nil {
+			return "", spec, prof, err
+		}
+		spec.CredentialProxy = true
+		for k, v := range egress.TrustEnv() {
+			if _, set := spec.Env[k]; !set {
+				spec.Env[k] = v
+			}
+		}
+	}
 	if err := spec.Validate(); err != nil {
 		return "", spec, prof, err
 	}
@@ -334,7 +358,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
-	if prof.PoolSize > 0 {
+	if prof.PoolSize > 0 && !spec.CredentialProxy { // pool boxes have no credential proxy
 		rec, err := s.claim(ctx, poolKey(prof.Name, s.unit(ctx, backend), spec), spec, specJSON)
 		if rec != nil || err != nil {
 			createSeconds.observe(backend, time.Since(start))
@@ -354,6 +378,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	}
 	if err := s.provision(ctx, rec, spec, req.Recorded); err != nil {
 		return rec, err
+	}
+	if spec.CredentialProxy {
+		if err := s.startCredentialProxy(ctx, rec); err != nil {
+			s.log.Warn("sandbox credential proxy failed; deleting the sandbox", "sandbox_id", rec.ID, "err", err)
+			if derr := s.Delete(context.WithoutCancel(ctx), rec.ID, "credential_proxy_failed"); derr != nil {
+				s.log.Warn("delete sandbox", "sandbox_id", rec.ID, "err", derr)
+			}
+			rec.State, rec.Reason = sandbox.StateFailed, "credential_proxy_failed: "+sandbox.MessageOf(err)
+			return rec, err
+		}
 	}
 	createSeconds.observe(backend, time.Since(start))
 	s.log.Info("sandbox created", "sandbox_id", rec.ID, "backend", backend, "ms", time.Since(start).Milliseconds())
@@ -471,6 +505,9 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	rec.State = sandbox.StateTerminated
 	s.tokens.Delete(id)
 	s.attached.Delete(id)
+	if spec, err := recordSpec(rec); err == nil && spec.CredentialProxy {
+		s.forgetCredentialVault(ctx, id)
+	}
 	s.emit(ctx, rec)
 	if err := s.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("forget sandbox %s: %w", id, err)

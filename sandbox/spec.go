@@ -106,6 +106,12 @@ type Spec struct {
 	// Runtime names the OCI runtime of the box, for backends that offer a
 	// choice (Capabilities.Runtimes); empty is the backend's default.
 	Runtime string `json:"runtime,omitempty"`
+	// CredentialProxy (OpenSandbox's credentialProxy.enabled) gives the box
+	// a Credential Vault on its egress API: the server's egress proxy
+	// terminates TLS for the vault's destinations and the box trusts the
+	// server's CA. It needs network mode limited. Backends need not read
+	// it: the server applies it through the egress proxy and execd.
+	CredentialProxy bool `json:"credentialProxy,omitempty"`
 }
 
 // Validate checks the Spec on its own, before any backend sees it, and
@@ -132,6 +138,9 @@ func (s *Spec) Validate() error {
 		}
 	default:
 		return Errorf(CodeInvalidRequest, "unknown network mode %q (want none, limited or unrestricted)", s.Network.Mode)
+	}
+	if s.CredentialProxy && s.Network.Mode != NetworkLimited {
+		return Errorf(CodeInvalidRequest, "the credential proxy needs network mode %q, not %q", NetworkLimited, s.Network.Mode)
 	}
 	for k := range s.Env {
 		if err := ValidateEnvName(k); err != nil {

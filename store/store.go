@@ -193,6 +193,7 @@ type Store interface {
 	Profiles
 	Agents
 	Vaults
+	SandboxVaults
 	Sessions
 	Inputs
 	Streams

@@ -89,3 +89,34 @@ func UnmarshalVaultSecrets(b []byte) ([]VaultSecret, error) {
 	}
 	return out, nil
 }
+
+// SandboxVault is the Credential Vault of one sandbox (OpenSandbox's
+// sandbox-local vault, served on the sandbox's egress API): one document
+// of credentials, their values and bindings, sealed by the lifecycle
+// service (vault.Ring.Seal, bound to the sandbox id) before it reaches the
+// store; the store never sees a value in the clear.
+type SandboxVault struct {
+	SandboxID string
+	// Revision is the vault's revision: 1 after create, one more after
+	// every mutation. PutSandboxVault compares it.
+	Revision  int64
+	Sealed    string
+	UpdatedAt time.Time
+}
+
+// SandboxVaults keeps SandboxVault records.
+type SandboxVaults interface {
+	// PutSandboxVault stores v (a zero UpdatedAt is set to now and written
+	// back) if the stored record's Revision is prev, prev 0 meaning that
+	// none is stored (a create). ErrConflict when a record exists for a
+	// create or has another Revision; ErrNotFound when none exists for an
+	// update. Of concurrent puts from one prev exactly one succeeds.
+	PutSandboxVault(ctx context.Context, v *SandboxVault, prev int64) error
+	// GetSandboxVault returns the record or ErrNotFound.
+	GetSandboxVault(ctx context.Context, sandboxID string) (*SandboxVault, error)
+	// DeleteSandboxVault removes the record; ErrNotFound if absent.
+	DeleteSandboxVault(ctx context.Context, sandboxID string) error
+	// ListSandboxVaults returns up to limit records with SandboxID >
+	// afterID, ordered by SandboxID (limit <= 0: all).
+	ListSandboxVaults(ctx context.Context, afterID string, limit int) ([]*SandboxVault, error)
+}

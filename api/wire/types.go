@@ -48,14 +48,23 @@ type CreateSandboxRequest struct {
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	Entrypoint     []string          `json:"entrypoint,omitempty"`
 	NetworkPolicy  *NetworkPolicy    `json:"networkPolicy,omitempty"`
-	SecureAccess   bool              `json:"secureAccess,omitempty"`
-	Volumes        []Volume          `json:"volumes,omitempty"`
-	Extensions     map[string]string `json:"extensions,omitempty"`
+	// CredentialProxy enables the sandbox's Credential Vault (the egress
+	// API's /credential-vault); it needs NetworkPolicy.
+	CredentialProxy *CredentialProxyConfig `json:"credentialProxy,omitempty"`
+	SecureAccess    bool                   `json:"secureAccess,omitempty"`
+	Volumes         []Volume               `json:"volumes,omitempty"`
+	Extensions      map[string]string      `json:"extensions,omitempty"`
 	// IdleTimeout (addition): seconds without API or proxy activity after
 	// which the sandbox is deleted.
 	IdleTimeout *int64 `json:"idleTimeout,omitempty"`
 	// Backend (addition) selects an enabled backend.
 	Backend string `json:"backend,omitempty"`
+}
+
+// CredentialProxyConfig is OpenSandbox's credentialProxy of a create
+// request.
+type CredentialProxyConfig struct {
+	Enabled bool `json:"enabled"`
 }
 
 // Volume is a storage mount of a sandbox: exactly one of Host, PVC and

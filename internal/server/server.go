@@ -67,7 +67,9 @@ type Config struct {
 	// Egress is the egress proxy the backends route network limited
 	// through; Sessions whose Agent has vaults get their secrets delivered
 	// by it (nil: such Sessions fail to start with
-	// PROTECTED_DELIVERY_UNSUPPORTED).
+	// PROTECTED_DELIVERY_UNSUPPORTED), and sandboxes created with
+	// credentialProxy get their Credential Vaults applied by it (nil: such
+	// creates are refused with CAPABILITY_NOT_SUPPORTED).
 	Egress *egress.Manager
 	// SessionIdleTimeout releases idle runtimes whose profile names none.
 	SessionIdleTimeout time.Duration
@@ -113,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
 		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
-		Holder: cfg.Holder, Limits: cfg.Limits.WithDefaults(HostLimits(""))})
+		Holder: cfg.Holder, Limits: cfg.Limits.WithDefaults(HostLimits("")), Egress: cfg.Egress, Vault: cfg.Vault})
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +146,11 @@ func (s *Server) Start(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(ctx)
 	s.wg.Go(func() { s.Sandboxes.Reconcile(ctx, s.cfg.ReconcileInterval) })
 	s.wg.Go(func() { s.Handler.ForgetIdempotency(ctx, 10*time.Minute) })
+	if n, err := s.Sandboxes.RestoreCredentialVaults(ctx); err != nil {
+		s.cfg.Logger.Warn("restore the sandboxes' credential vaults", "err", err)
+	} else if n > 0 {
+		s.cfg.Logger.Info("credential vaults handed to the egress proxy", "sandboxes", n)
+	}
 	if n, err := s.Platform.ResealModelKeys(ctx); err != nil {
 		s.cfg.Logger.Warn("re-seal model keys under the newest master key", "err", err)
 	} else if n > 0 {

@@ -1,17 +1,14 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"io"
+	"maps"
 	"slices"
 
 	"github.com/astrabox/astrabox/egress"
 	execdclient "github.com/astrabox/astrabox/execd/client"
-	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -26,7 +23,8 @@ import (
 // puts a value into a request only where the box sent its placeholder to
 // the secret's destination, terminating TLS there with the server's
 // egress CA. The box trusts that CA through a bundle written into it (its
-// own roots and the CA) that the usual variables name.
+// own roots and the CA) that the usual variables name (egress.InstallTrust
+// and egress.TrustEnv, which sandboxes created with credentialProxy share).
 //
 // Which network the box gets (deliveryPolicy):
 //   - a profile of network unrestricted: limited with defaultAction allow.
@@ -47,36 +45,6 @@ import (
 // runtime is built or re-attached: a secret changed later reaches the
 // Session when its runtime is next built. The proxy keeps a box's secrets
 // as long as it keeps the box (until the box is deleted).
-
-// Where the trust bundle goes in a box (a tmpfs on the native backend and
-// a writable directory in most images), and the variables that name it.
-const (
-	trustDir    = "/run/astrabox"
-	trustBundle = trustDir + "/ca-bundle.pem" // the box's own roots and the egress CA
-	trustCA     = trustDir + "/egress-ca.pem" // the egress CA alone (Node adds it to its own roots)
-)
-
-// trustEnv are the variables that point TLS clients in the box at the
-// bundle: OpenSSL and Go (SSL_CERT_FILE), Python requests, curl, Node.
-var trustEnv = map[string]string{
-	"SSL_CERT_FILE":       trustBundle,
-	"REQUESTS_CA_BUNDLE":  trustBundle,
-	"CURL_CA_BUNDLE":      trustBundle,
-	"NODE_EXTRA_CA_CERTS": trustCA,
-}
-
-// systemBundles are where images keep their TLS roots; the first that
-// exists starts the bundle.
-var systemBundles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Alpine
-	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // RHEL 7+
-	"/etc/ssl/ca-bundle.pem",                            // openSUSE
-	"/etc/ssl/cert.pem",                                 // Alpine, others
-}
-
-// maxSystemBundle bounds the roots read from a box.
-const maxSystemBundle = 8 << 20
 
 // delivery is what a runtime's box gets from its Agent's vaults.
 type delivery struct {
@@ -143,9 +111,7 @@ func (d *delivery) placeholders() map[string]string {
 // trust variables.
 func (d *delivery) env() map[string]string {
 	env := d.placeholders()
-	for k, v := range trustEnv {
-		env[k] = v
-	}
+	maps.Copy(env, egress.TrustEnv())
 	return env
 }
 
@@ -171,7 +137,7 @@ func (r *runner) startDelivery(ctx context.Context, box *store.Sandbox, ex *exec
 	if eb == nil {
 		return unsupported("sandbox %s (backend %s) is not behind this server's egress proxy", box.ID, box.Backend)
 	}
-	if err := writeTrust(ctx, ex, r.m.cfg.Egress.CA().CertPEM()); err != nil {
+	if err := egress.InstallTrust(ctx, ex, r.m.cfg.Egress.CA().CertPEM()); err != nil {
 		return err
 	}
 	eb.SetSecrets(d.secrets)
@@ -192,50 +158,4 @@ func (r *runner) resumeDelivery(ctx context.Context, box *store.Sandbox, a *stor
 	}
 	eb.SetSecrets(d.secrets)
 	return nil
-}
-
-// writeTrust writes the egress CA into the box alone and after the box's
-// own roots (the first of systemBundles it has).
-func writeTrust(ctx context.Context, ex *execdclient.Client, caPEM []byte) error {
-	var bundle bytes.Buffer
-	for _, p := range systemBundles {
-		b, err := readBounded(ctx, ex, p, maxSystemBundle)
-		if err != nil {
-			continue
-		}
-		bundle.Write(b)
-		if len(b) > 0 && b[len(b)-1] != '\n' {
-			bundle.WriteByte('\n')
-		}
-		break
-	}
-	bundle.Write(caPEM)
-	if err := ex.MakeDirs(ctx, map[string]wire.Permission{trustDir: {Mode: 755}}); err != nil {
-		return fmt.Errorf("create %s: %w", trustDir, err)
-	}
-	if err := ex.WriteFile(ctx, trustCA, caPEM, 644); err != nil {
-		return fmt.Errorf("write %s: %w", trustCA, err)
-	}
-	if err := ex.WriteFile(ctx, trustBundle, bundle.Bytes(), 644); err != nil {
-		return fmt.Errorf("write %s: %w", trustBundle, err)
-	}
-	return nil
-}
-
-// readBounded reads the file at path in the box, refusing one over limit
-// bytes.
-func readBounded(ctx context.Context, ex *execdclient.Client, path string, limit int64) ([]byte, error) {
-	body, err := ex.Download(ctx, path, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s exceeds %d bytes", path, limit)
-	}
-	return b, nil
 }

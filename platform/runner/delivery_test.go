@@ -39,7 +39,7 @@ func TestDeliveryEnv(t *testing.T) {
 	if !strings.HasPrefix(env["GH_TOKEN"], "abx-secret-") || len(env["GH_TOKEN"]) != len("abx-secret-")+48 {
 		t.Fatalf("placeholder %q", env["GH_TOKEN"])
 	}
-	for k, v := range trustEnv {
+	for k, v := range egress.TrustEnv() {
 		if env[k] != v {
 			t.Errorf("env %s = %q, want %q", k, env[k], v)
 		}

@@ -50,6 +50,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Vaults", testVaults},
 		{"VaultUpdate", testVaultUpdate},
 		{"VaultList", testVaultList},
+		{"SandboxVaults", testSandboxVaults},
+		{"SandboxVaultRace", testSandboxVaultRace},
 		{"Sessions", testSessions},
 		{"SessionUpdate", testSessionUpdate},
 		{"SessionList", testSessionList},

@@ -99,6 +99,9 @@ type Env struct {
 	hs     *httptest.Server
 	cancel context.CancelFunc
 	logTo  io.Writer
+	// rebuild makes the backend anew on its data dir with an egress proxy,
+	// for RestartBackend (nil for the process harness).
+	rebuild func(*egress.Manager) (sandbox.Provider, error)
 }
 
 // New starts a server; t's cleanup stops it and removes every box.
@@ -117,8 +120,9 @@ func New(t testing.TB, o Options) *Env {
 		t.Cleanup(func() { s.Close() })
 	}
 	var (
-		prov  sandbox.Provider
-		image string // the image profiles name ("" for the backend's default)
+		prov    sandbox.Provider
+		image   string // the image profiles name ("" for the backend's default)
+		rebuild func(*egress.Manager) (sandbox.Provider, error)
 	)
 	switch o.Backend {
 	case "process":
@@ -142,13 +146,23 @@ func New(t testing.TB, o Options) *Env {
 			t.Fatal(err)
 		}
 		prov = p
+		rebuild = func(m *egress.Manager) (sandbox.Provider, error) {
+			c := cfg
+			c.Egress = m
+			return native.New(c)
+		}
 		t.Cleanup(func() {
 			_ = p.Close()
 			_ = os.RemoveAll(dir)
 		})
 	case "docker":
-		p, img := dockerProvider(t, o.Egress)
+		p, img, cfg := dockerProvider(t, o.Egress)
 		prov, image = p, img
+		rebuild = func(m *egress.Manager) (sandbox.Provider, error) {
+			c := cfg
+			c.Egress = m
+			return docker.New(c)
+		}
 		if o.Rootfs != "" {
 			image = dockerImport(t, p, o.Rootfs)
 		}
@@ -159,7 +173,7 @@ func New(t testing.TB, o Options) *Env {
 	_, _ = rand.Read(key)
 	ring, _ := vault.New(key)
 	e := &Env{t: t, Backend: o.Backend, Image: image, Store: st, Prov: prov, Ring: ring, MasterKey: key, Egress: o.Egress,
-		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo}
+		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo, rebuild: rebuild}
 	e.Start()
 	t.Cleanup(func() {
 		e.Stop()
@@ -207,6 +221,31 @@ func (e *Env) Stop() {
 // Restart stops the server and starts a new one on the same store.
 func (e *Env) Restart() {
 	e.Stop()
+	e.Start()
+}
+
+// RestartBackend restarts the server as a new `astrabox serve` process
+// would find things: it stops the server, closes its egress proxy (the
+// boxes' proxies with it) and starts a server on a new backend of the same
+// data dir with m, an egress proxy that holds nothing yet. Only for the
+// native and docker backends; boxes keep running throughout.
+func (e *Env) RestartBackend(m *egress.Manager) {
+	e.t.Helper()
+	if e.rebuild == nil {
+		e.t.Fatal("servertest: RestartBackend needs the native or docker backend")
+	}
+	e.Stop()
+	if e.Egress != nil {
+		e.Egress.Close()
+	}
+	p, err := e.rebuild(m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if c, ok := p.(interface{ Close() error }); ok {
+		e.t.Cleanup(func() { _ = c.Close() })
+	}
+	e.Prov, e.Egress = p, m
 	e.Start()
 }
 
@@ -325,7 +364,7 @@ func Attach(t testing.TB, url, backend string, model *fakemodel.Server) *Env {
 // DockerImage returns the name of the test image in the local Docker
 // Engine (the ASTRABOX_TEST_ROOTFS tarball, imported once per engine).
 func DockerImage(t testing.TB) string {
-	_, name := dockerProvider(t, nil)
+	_, name, _ := dockerProvider(t, nil)
 	return name
 }
 
@@ -333,8 +372,8 @@ func DockerImage(t testing.TB) string {
 // unique owner, and the test image (the rootfs tarball named by
 // ASTRABOX_TEST_ROOTFS, imported under a tag derived from the file so that
 // later runs reuse it); eg, when not nil, serves its boxes of network
-// limited.
-func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string) {
+// limited. It returns the provider's config too.
+func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string, docker.Config) {
 	testenv.NeedRoot(t)
 	testenv.NeedDocker(t)
 	rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
@@ -345,8 +384,9 @@ func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	p, err := docker.New(docker.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Owner: "astrabox-test-" + hex.EncodeToString(b[:]),
-		Egress: eg, Logger: logger(t)})
+	cfg := docker.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Owner: "astrabox-test-" + hex.EncodeToString(b[:]),
+		Egress: eg, Logger: logger(t)}
+	p, err := docker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +396,7 @@ func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string)
 		}
 		_ = os.RemoveAll(dir)
 	})
-	return p, dockerImport(t, p, rootfs)
+	return p, dockerImport(t, p, rootfs), cfg
 }
 
 // fileTag names a file's current content cheaply: a hash of its path,

@@ -1,0 +1,102 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+
+	execdclient "github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/execd/wire"
+)
+
+// A box whose TLS the proxy terminates (protected delivery of the agent
+// platform's vault secrets, a Credential Vault's https bindings) must
+// trust the server's CA. InstallTrust writes, through the box's execd, a
+// bundle of the box's own roots and the CA into the box, and TrustEnv are
+// the variables that point its TLS clients at it. Both users share this:
+// platform/runner for Sessions, package lifecycle for sandboxes created
+// with credentialProxy.
+
+// Where the trust bundle goes in a box (a tmpfs on the native backend and
+// a writable directory in most images).
+const (
+	TrustDir    = "/run/astrabox"
+	TrustBundle = TrustDir + "/ca-bundle.pem" // the box's own roots and the egress CA
+	TrustCA     = TrustDir + "/egress-ca.pem" // the egress CA alone (Node adds it to its own roots)
+)
+
+// trustEnv are the variables that point TLS clients in the box at the
+// bundle: OpenSSL and Go (SSL_CERT_FILE), Python requests, curl, Node.
+var trustEnv = map[string]string{
+	"SSL_CERT_FILE":       TrustBundle,
+	"REQUESTS_CA_BUNDLE":  TrustBundle,
+	"CURL_CA_BUNDLE":      TrustBundle,
+	"NODE_EXTRA_CA_CERTS": TrustCA,
+}
+
+// TrustEnv returns the environment variables that make a box's TLS
+// clients use the bundle InstallTrust writes (a new map each call).
+func TrustEnv() map[string]string { return maps.Clone(trustEnv) }
+
+// systemBundles are where images keep their TLS roots; the first that
+// exists starts the bundle.
+var systemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Alpine
+	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // RHEL 7+
+	"/etc/ssl/ca-bundle.pem",                            // openSUSE
+	"/etc/ssl/cert.pem",                                 // Alpine, others
+}
+
+// maxSystemBundle bounds the roots read from a box.
+const maxSystemBundle = 8 << 20
+
+// InstallTrust writes caPEM into the box behind ex twice: alone (TrustCA)
+// and after the box's own roots, the first of the usual system bundles it
+// has (TrustBundle). A box without system roots gets a bundle of the CA
+// alone.
+func InstallTrust(ctx context.Context, ex *execdclient.Client, caPEM []byte) error {
+	var bundle bytes.Buffer
+	for _, p := range systemBundles {
+		b, err := readBounded(ctx, ex, p, maxSystemBundle)
+		if err != nil {
+			continue
+		}
+		bundle.Write(b)
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			bundle.WriteByte('\n')
+		}
+		break
+	}
+	bundle.Write(caPEM)
+	if err := ex.MakeDirs(ctx, map[string]wire.Permission{TrustDir: {Mode: 755}}); err != nil {
+		return fmt.Errorf("create %s: %w", TrustDir, err)
+	}
+	if err := ex.WriteFile(ctx, TrustCA, caPEM, 644); err != nil {
+		return fmt.Errorf("write %s: %w", TrustCA, err)
+	}
+	if err := ex.WriteFile(ctx, TrustBundle, bundle.Bytes(), 644); err != nil {
+		return fmt.Errorf("write %s: %w", TrustBundle, err)
+	}
+	return nil
+}
+
+// readBounded reads the file at path in the box, refusing one over limit
+// bytes.
+func readBounded(ctx context.Context, ex *execdclient.Client, path string, limit int64) ([]byte, error) {
+	body, err := ex.Download(ctx, path, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s exceeds %d bytes", path, limit)
+	}
+	return b, nil
+}
