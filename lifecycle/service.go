@@ -231,7 +231,10 @@ type CreateRequest struct {
 	// soon as it is in the store (Pending, before the backend's create), so
 	// that a caller running Create in the background learns the id at
 	// once. A box claimed from a warm pool is Running at once; Recorded is
-	// not called for it, and Create returns promptly.
+	// not called for it, and Create returns promptly. With Recorded, a
+	// create the backend refuses keeps its record, Failed, for the
+	// caller's clients to look up until the caller or the reconciler
+	// deletes it; without, the record is forgotten at once (see Create).
 	Recorded func(store.Sandbox)
 	// Volumes are mounted into the box (see sandbox.Volume).
 	Volumes []sandbox.Volume
@@ -336,9 +339,12 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 }
 
 // Create starts a sandbox and returns its record once it is Running (or
-// the error that stopped it; the record then says Failed and the backend
-// holds nothing of it). When the request's profile keeps a warm pool and
-// the request fits the pool's boxes, a ready box is claimed instead.
+// the error that stopped it; the returned record then says Failed and the
+// backend holds nothing of it). A create the backend refuses is never
+// listed: its record is deleted as soon as the refusal is recorded in its
+// events, unless req.Recorded told a caller the id. When the request's
+// profile keeps a warm pool and the request fits the pool's boxes, a
+// ready box is claimed instead.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
 	start := time.Now()
 	backend, spec, prof, err := s.plan(ctx, req)
@@ -400,7 +406,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 // log). A record another writer moved out of Pending meanwhile (a delete)
 // keeps its state: provision then returns CONFLICT and leaves the box to
 // that writer and the reconciler. recorded, when not nil, is called with
-// a copy of rec once it is stored.
+// a copy of rec once it is stored; when nil, the record of a create the
+// backend refused is deleted once its Failed event is recorded: nobody
+// knows its id, and a backend's failed create leaves nothing (what one
+// leaves all the same is an orphan, which the reconciler removes).
 func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec, recorded func(store.Sandbox)) error {
 	if err := s.cfg.Store.CreateSandbox(ctx, rec); err != nil {
 		return fmt.Errorf("record sandbox: %w", err)
@@ -417,16 +426,24 @@ func (s *Service) provision(ctx context.Context, rec *store.Sandbox, spec sandbo
 	if err != nil {
 		s.log.Warn("sandbox create failed", "sandbox_id", rec.ID, "backend", rec.Backend, "err", err)
 		reason := "provision_failed: " + sandbox.MessageOf(err)
-		if cur, uerr := s.update(context.WithoutCancel(ctx), rec.ID, func(cur *store.Sandbox) error {
-			if cur.State != sandbox.StatePending {
+		moved := false // this call moved the record to Failed
+		cur, uerr := s.update(context.WithoutCancel(ctx), rec.ID, func(cur *store.Sandbox) error {
+			moved = cur.State == sandbox.StatePending
+			if !moved {
 				return errUnchanged // another writer (a delete) moved on
 			}
 			cur.State, cur.Reason = sandbox.StateFailed, reason
 			return nil
-		}); uerr == nil {
+		})
+		if uerr == nil {
 			*rec = *cur
 		} else {
 			rec.State, rec.Reason = sandbox.StateFailed, reason
+		}
+		if uerr == nil && moved && recorded == nil {
+			if derr := s.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), rec.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+				s.log.Warn("forget refused sandbox", "sandbox_id", rec.ID, "err", derr) // the reconciler removes it
+			}
 		}
 		return err
 	}

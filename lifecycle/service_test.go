@@ -2,6 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +137,79 @@ func TestProfileNames(t *testing.T) {
 	}
 	if _, err := svc.PutProfile(context.Background(), Profile{Name: "default"}); sandbox.CodeOf(err) != sandbox.CodeConflict {
 		t.Errorf("replacing the configured default profile: %v", err)
+	}
+}
+
+// refusing is the process harness with every create refused by the
+// backend, before any box exists.
+type refusing struct {
+	*process.Provider
+	err error
+}
+
+func (p refusing) Create(context.Context, string, sandbox.Spec) (sandbox.Info, error) {
+	return sandbox.Info{}, p.err
+}
+
+func TestRefusedCreateIsNotListed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		recorded bool // the caller is told the id (Recorded)
+	}{
+		{"refused with a code", sandbox.Errorf(sandbox.CodeImageNotFound, "image nope not found"), false},
+		{"failed without a code", errors.New("engine unreachable"), false},
+		{"refused, the id told to the caller", sandbox.Errorf(sandbox.CodeImageNotFound, "image nope not found"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := sqlite.Open(ctx, t.TempDir()+"/s.db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{"/bin/false"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": refusing{p, tc.err}}, DefaultBackend: "process",
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := CreateRequest{}
+			var told []store.Sandbox
+			if tc.recorded {
+				req.Recorded = func(rec store.Sandbox) { told = append(told, rec) }
+			}
+			rec, err := svc.Create(ctx, req)
+			if !errors.Is(err, tc.err) || sandbox.CodeOf(err) != sandbox.CodeOf(tc.err) {
+				t.Fatalf("create: %v, want the backend's %v", err, tc.err)
+			}
+			if rec == nil || rec.State != sandbox.StateFailed || !strings.HasPrefix(rec.Reason, "provision_failed: ") {
+				t.Fatalf("returned record %+v", rec)
+			}
+			// The failure is in the sandbox's events either way.
+			evs, err := svc.Events(ctx, rec.ID, 0)
+			if err != nil || len(evs) == 0 || evs[len(evs)-1].State != sandbox.StateFailed {
+				t.Fatalf("events %+v %v, want the last Failed", evs, err)
+			}
+			got, getErr := svc.Get(ctx, rec.ID)
+			if tc.recorded {
+				// The caller's clients know the id: they see the failure.
+				if len(told) != 1 || getErr != nil || got.State != sandbox.StateFailed {
+					t.Fatalf("told %d, get %+v %v; want the Failed record kept", len(told), got, getErr)
+				}
+				return
+			}
+			if sandbox.CodeOf(getErr) != sandbox.CodeSandboxNotFound {
+				t.Fatalf("get of the refused create: %+v %v, want not found", got, getErr)
+			}
+			for _, f := range []store.ListFilter{{}, {AllPools: true}, {States: []sandbox.State{sandbox.StateFailed}}} {
+				if recs, total, err := svc.List(ctx, f); err != nil || total != 0 || len(recs) != 0 {
+					t.Fatalf("list %+v: %d (total %d) %v, want none", f, len(recs), total, err)
+				}
+			}
+		})
 	}
 }

@@ -40,6 +40,7 @@ func commands() []command {
 		{"files", "list files in a sandbox: astrabox files ls ID PATH", runFiles},
 		{"execd", "run the in-box daemon (commands, files, terminals, ports)", runExecd},
 		{"bench", "measure AstraBox and print tables (bench [execd|platform|replicas|remote|egress])", runBench},
+		{"uninstall", "remove every box of a data dir and the data dir itself (uninstall --data-dir DIR --yes)", runUninstall},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit},
 		{"kube-init", "init container of a Kubernetes sandbox (started by the kubernetes backend, not by hand)", runKubeInit},
 		{"image", "import, pull, list and remove sandbox images", runImage},

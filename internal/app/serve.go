@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -237,6 +238,12 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err := os.MkdirAll(*dataDir, 0o711); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// Held while serving: uninstall refuses a data dir a server runs on.
+	unlockDataDir, err := lockDataDir(*dataDir, false)
+	if err != nil {
+		return err
+	}
+	defer unlockDataDir()
 	st, err := openStore(ctx, *database, *dataDir)
 	if err != nil {
 		return err
@@ -265,11 +272,13 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		}
 		enabled[name] = p
 		order = append(order, name)
-		if np, ok := p.(*native.Provider); ok {
+		switch bp := p.(type) {
+		case *native.Provider, *docker.Provider:
 			// A clean stop releases what no box needs; boxes keep running.
+			c := bp.(io.Closer)
 			defer func() {
-				if err := np.Close(); err != nil {
-					log.Warn("release native backend", "err", err)
+				if err := c.Close(); err != nil {
+					log.Warn("release backend", "backend", name, "err", err)
 				}
 			}()
 		}

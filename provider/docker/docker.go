@@ -210,8 +210,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	cfg.DataDir = abs
 	if cfg.Owner == "" {
-		sum := sha256.Sum256([]byte(abs))
-		cfg.Owner = "astrabox-" + hex.EncodeToString(sum[:4])
+		cfg.Owner = DefaultOwner(abs)
 	}
 	if err := validName(cfg.Owner); err != nil {
 		return nil, fmt.Errorf("docker: owner: %w", err)
@@ -296,6 +295,15 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p.restoreEgress()
 	return p, nil
+}
+
+// DefaultOwner is the owner label of a Provider whose Config names none:
+// "astrabox-" and a hash of dataDir, which must be absolute and clean (as
+// New makes Config.DataDir), so that servers with different data dirs
+// never take each other's boxes for orphans.
+func DefaultOwner(dataDir string) string {
+	sum := sha256.Sum256([]byte(dataDir))
+	return "astrabox-" + hex.EncodeToString(sum[:4])
 }
 
 // newClient builds the engine client that cfg describes.
@@ -404,30 +412,6 @@ func (p *Provider) Health(ctx context.Context) sandbox.Health {
 // APIVersion returns the engine API version the client speaks (after
 // negotiation, once the engine has been contacted).
 func (p *Provider) APIVersion() string { return p.cli.ClientVersion() }
-
-// Close releases what New and Create of this Provider set up that no box
-// uses any more: the backend's networks (unrestricted and limited), their
-// host rules and the limited network's gate when no container is
-// attached, the binary's tmpfs and the engine client. Boxes keep running;
-// a server need not call it.
-func (p *Provider) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	if err := p.removeNetworkIfUnused(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := p.removeLimitedIfUnused(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if p.binary != "" {
-		if err := boxbin.Release(filepath.Dir(p.binary)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	errs = append(errs, p.cli.Close())
-	return errors.Join(errs...)
-}
 
 // lock serialises operations on one box id.
 func (p *Provider) lock(id string) func() {

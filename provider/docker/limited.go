@@ -268,20 +268,21 @@ func (p *Provider) releaseEgress(ctx context.Context, id string, wasLimited bool
 	if !wasLimited {
 		return
 	}
-	if err := p.removeLimitedIfUnused(ctx); err != nil {
+	if err := p.removeLimitedIfUnused(ctx, false); err != nil {
 		p.log.Warn("remove the limited network", "backend", "docker", "sandbox_id", id, "err", err)
 	}
 }
 
 // removeLimitedIfUnused removes the limited network, then its host rules,
-// and closes the gate, unless this Provider never used them, a container
-// is attached to the network or a limited box is being created. The
-// engine refuses to remove a network with an endpoint, so the rules never
-// go while a box is behind them.
-func (p *Provider) removeLimitedIfUnused(ctx context.Context) error {
+// and closes the gate, unless a container is attached to the network, a
+// limited box is being created, or this Provider never used them and
+// adopt is false (with adopt, what any Provider of the owner left goes).
+// The engine refuses to remove a network with an endpoint, so the rules
+// never go while a box is behind them.
+func (p *Provider) removeLimitedIfUnused(ctx context.Context, adopt bool) error {
 	p.limMu.Lock()
 	defer p.limMu.Unlock()
-	if !p.limMade || p.limPending > 0 {
+	if (!p.limMade && !adopt) || p.limPending > 0 {
 		return nil
 	}
 	name := p.limitedNetworkName()
@@ -305,6 +306,9 @@ func (p *Provider) removeLimitedIfUnused(ctx context.Context) error {
 	if p.limGate != nil {
 		_ = p.limGate.Close()
 		p.limGate = nil
+	}
+	if p.iptab == "" {
+		return nil // no rules were ever installed from here
 	}
 	if err := p.limitedRules().Remove(ctx, p.iptab); err != nil {
 		return fmt.Errorf("network %s: %w", name, err)

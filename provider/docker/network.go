@@ -126,32 +126,33 @@ func (p *Provider) removeRules(ctx context.Context) {
 }
 
 // removeNetworkIfUnused removes the unrestricted network and its host
-// rules, if this Provider set them up, when no container is attached.
-func (p *Provider) removeNetworkIfUnused(ctx context.Context) error {
+// rules when no container is attached, if this Provider set them up or,
+// with adopt, whichever Provider of the owner did. A network of that name
+// without the owner's label is not the backend's: it and the rules stay.
+func (p *Provider) removeNetworkIfUnused(ctx context.Context, adopt bool) error {
 	p.netMu.Lock()
 	defer p.netMu.Unlock()
-	if !p.netMade {
+	if !p.netMade && !adopt {
 		return nil
 	}
 	res, err := p.cli.NetworkInspect(ctx, p.networkName(), client.NetworkInspectOptions{})
-	if cerrdefs.IsNotFound(err) {
-		if p.iptab != "" {
-			p.removeRules(ctx)
-		}
+	switch {
+	case cerrdefs.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("inspect network %s: %w", p.networkName(), err)
+	case res.Network.Labels[labelOwner] != p.cfg.Owner:
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("inspect network: %w", err)
-	}
-	if len(res.Network.Containers) > 0 {
+	case len(res.Network.Containers) > 0:
 		return nil
-	}
-	if _, err := p.cli.NetworkRemove(ctx, p.networkName(), client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
-		if cerrdefs.IsConflict(err) || cerrdefs.IsPermissionDenied(err) {
-			return nil // a box joined meanwhile
+	default:
+		if _, err := p.cli.NetworkRemove(ctx, p.networkName(), client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			if cerrdefs.IsConflict(err) || cerrdefs.IsPermissionDenied(err) {
+				return nil // a box joined meanwhile
+			}
+			return fmt.Errorf("remove network %s: %w", p.networkName(), err)
 		}
-		return fmt.Errorf("remove network: %w", err)
 	}
+	p.netMade = false
 	if p.iptab != "" {
 		p.removeRules(ctx)
 	}
