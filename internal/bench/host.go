@@ -39,7 +39,7 @@ func snapshot(dataDir string) hostCounts {
 	})
 	if entries, err := os.ReadDir("/proc"); err == nil {
 		for _, e := range entries {
-			if c := e.Name()[0]; c >= '0' && c <= '9' {
+			if c := e.Name()[0]; c >= '0' && c <= '9' && !kernelThread(e.Name()) {
 				s.procs++
 			}
 		}
@@ -129,4 +129,24 @@ func (s *suite) waitPoolFull(ctx context.Context, pool string, size int) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// kernelThread reports whether process pid is a kernel thread (the
+// kernel starts and ends its workers as it likes; they are nobody's
+// leak): its parent is kthreadd (pid 2), or it is kthreadd.
+func kernelThread(pid string) bool {
+	if pid == "2" {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 1 && f[1] == "2"
 }
