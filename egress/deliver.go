@@ -160,7 +160,7 @@ func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
 // and applies Credential Vault bindings in those whose Host is name (the
 // name the connection was allowed and, for TLS, verified for; scheme and
 // port are the connection's), writes them to up and copies each response
-// back unchanged. An upgrade (101) turns into a plain two-way copy. The
+// back, its headers scrubbed of credentials (scrub.go). An upgrade (101) turns into a plain two-way copy. The
 // bindings are read for each request, so a vault change applies to
 // connections already open.
 func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, scheme string, port int) {
@@ -188,6 +188,9 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, schem
 		resp, err := http.ReadResponse(upr, req)
 		if err != nil {
 			return
+		}
+		if n := scrubHeaders(resp.Header, b.secretList(), b.m.bindingsOf(b.id)); n > 0 {
+			b.log.Warn("egress: the upstream echoed a credential in its response headers; withheld from the box", "name", name, "headers", n)
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			if err := resp.Write(box); err != nil {
