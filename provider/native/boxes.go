@@ -111,7 +111,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	case "", "host":
 		cfg.HostImage = true
 		cfg.Etc = hostImageEtc(id, resolv)
-		cfg.HostEtc = hostEtcBinds
+		cfg.HostEtc = hostEtc("/etc")
 	default:
 		if p.cfg.Images == nil {
 			return sandbox.Info{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "unknown image %q (this backend has only \"host\")", spec.Image)

@@ -1,6 +1,9 @@
 package native
 
-import "fmt"
+import (
+	"fmt"
+	"path/filepath"
+)
 
 // boxEtc is what a box of an imported image gets written into its /etc
 // (its own layer): its name and its name resolution.
@@ -28,4 +31,25 @@ func hostImageEtc(hostname, resolv string) map[string]string {
 
 // hostEtcBinds are host /etc entries a box on the host image sees
 // read-only: TLS roots, the dynamic linker cache and alternatives links.
-var hostEtcBinds = []string{"/etc/ssl", "/etc/ca-certificates", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"}
+var hostEtcBinds = []string{"ssl", "ca-certificates", "ld.so.cache", "alternatives", "localtime"}
+
+// hostEtcGlobs are patterns of further host /etc entries the host's
+// programs read their configuration from: the JDKs' (Debian's JDK links
+// its conf/ to /etc/java-<version>-openjdk; a JVM without it dies loading
+// java.security).
+var hostEtcGlobs = []string{"java-*"}
+
+// hostEtc lists the entries of etcDir (the host's /etc) bound read-only
+// into a box on the host image: hostEtcBinds and what hostEtcGlobs match
+// now. Entries that do not exist are skipped when bound.
+func hostEtc(etcDir string) []string {
+	out := make([]string, 0, len(hostEtcBinds)+1)
+	for _, name := range hostEtcBinds {
+		out = append(out, filepath.Join(etcDir, name))
+	}
+	for _, g := range hostEtcGlobs {
+		m, _ := filepath.Glob(filepath.Join(etcDir, g)) // the patterns are valid
+		out = append(out, m...)
+	}
+	return out
+}
