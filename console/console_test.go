@@ -36,7 +36,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // nodeTests is how many tests e2e/console.test.mjs holds.
-const nodeTests = 9
+const nodeTests = 10
 
 // What the browser sends and what the fake model answers to each.
 const (
@@ -92,8 +92,9 @@ func TestConsoleUnits(t *testing.T) {
 }
 
 // TestConsoleInChromium signs in, chats (a tool call, a reply resumed after
-// a reload, an approval), checks a model endpoint, runs a command in a
-// terminal and moves a file in and out, in Chromium.
+// a reload, an approval), checks a model endpoint, keeps a secret in a
+// vault attached to an Agent, runs a command in a terminal and moves a
+// file in and out, in Chromium.
 func TestConsoleInChromium(t *testing.T) {
 	testenv.NeedRoot(t)
 	chromium := findChromium()

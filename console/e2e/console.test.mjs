@@ -133,6 +133,62 @@ test("test a profile's model endpoint", async () => {
   await shot("admin-profiles");
 });
 
+test("keep a secret in a vault and attach it to an agent", async () => {
+  const value = "ghp-console-e2e-0451-never-shown";
+  const notInPage = async (when) => {
+    const html = await page.content();
+    const inputs = await page.evaluate(() => [...document.querySelectorAll("input, textarea")].map((i) => i.value));
+    assert.ok(!html.includes(value), `the secret's value is in the page's DOM ${when}`);
+    assert.ok(!inputs.some((v) => v.includes(value)), `the secret's value is in an input ${when}`);
+  };
+  await page.getByRole("tab", { name: "Vaults" }).click();
+  await page.getByRole("button", { name: "New vault" }).click();
+  const create = page.getByRole("form", { name: "New vault" });
+  await create.getByLabel("Name", { exact: true }).fill("github");
+  await create.getByRole("button", { name: "Save" }).click();
+  const card = page.getByTestId("vault-card").filter({ has: page.getByRole("heading", { name: "github" }) });
+  await card.getByText("No secrets yet.").waitFor();
+
+  await card.getByRole("button", { name: "Add secret" }).click();
+  const form = card.getByRole("form", { name: "New secret in github" });
+  await form.getByLabel("Name (environment variable)").fill("GITHUB_TOKEN");
+  const input = form.getByLabel("Value", { exact: true });
+  assert.equal(await input.getAttribute("type"), "password");
+  await input.fill(value);
+  await form.getByLabel("Host", { exact: true }).fill("api.github.com");
+  await form.getByLabel("Path prefix", { exact: true }).fill("/repos");
+  await form.getByRole("button", { name: "Save secret" }).click();
+  await card.getByRole("status").filter({ hasText: "Saved GITHUB_TOKEN." }).waitFor();
+  await card.getByTestId("secret-row").filter({ hasText: "GITHUB_TOKEN" }).filter({ hasText: "api.github.com/repos" }).waitFor();
+  await notInPage("after saving it");
+
+  // The server keeps it sealed: its answer has the secret's name, not its value.
+  const listed = await (await fetch(`${url}/api/v1/vaults`, { headers: { "OPEN-SANDBOX-API-KEY": env("API_KEY") } })).text();
+  assert.ok(listed.includes("GITHUB_TOKEN") && !listed.includes(value), "GET /api/v1/vaults names the secret without its value");
+
+  await page.getByRole("tab", { name: "Agents" }).click();
+  await page.getByRole("button", { name: "New agent" }).click();
+  const agent = page.getByRole("form", { name: "New agent" });
+  await agent.getByLabel("Name", { exact: true }).fill("vaulted");
+  await agent.getByRole("combobox", { name: /^Runtime profile/ }).selectOption("test");
+  await agent.getByLabel("Model", { exact: true }).fill("fake-1");
+  await agent.getByRole("checkbox", { name: /^github/ }).check();
+  await agent.getByRole("button", { name: "Save" }).click();
+  await page.getByRole("row").filter({ hasText: "vaulted" }).getByRole("cell", { name: "github", exact: true }).waitFor();
+
+  // A vault an Agent uses is not deleted, and the console says by whom.
+  await page.getByRole("tab", { name: "Vaults" }).click();
+  await card.getByText("vaulted", { exact: true }).waitFor();
+  page.once("dialog", (d) => d.accept());
+  await card.getByRole("button", { name: "Delete vault" }).click();
+  await card.getByRole("alert").filter({ hasText: "VAULT_IN_USE" }).filter({ hasText: "agent vaulted" }).waitFor();
+  await shot("admin-vaults");
+  await notInPage("on the Vaults tab");
+  await page.reload();
+  await card.getByTestId("secret-row").filter({ hasText: "GITHUB_TOKEN" }).waitFor();
+  await notInPage("after a reload");
+});
+
 test("open a terminal and run a command", async () => {
   await page.getByRole("link", { name: "Sandboxes", exact: true }).click();
   await page.getByRole("heading", { name: "Sandboxes" }).waitFor();

@@ -1,12 +1,14 @@
-// Admin: Agents, RuntimeProfiles and warm pools.
+// Admin: Agents, RuntimeProfiles, credential vaults and warm pools.
 import { href } from "../router";
 import { AgentsAdmin } from "./AgentsAdmin";
 import { ProfilesAdmin } from "./ProfilesAdmin";
 import { PoolsAdmin } from "./PoolsAdmin";
+import { VaultsAdmin } from "./VaultsAdmin";
 
 const tabs = [
   { id: "agents", label: "Agents" },
   { id: "profiles", label: "Runtime profiles" },
+  { id: "vaults", label: "Vaults" },
   { id: "pools", label: "Pools" },
 ] as const;
 
@@ -25,6 +27,7 @@ export function AdminPage({ route }: { route: string[] }) {
       <div role="tabpanel" className="tabpanel">
         {current === "agents" && <AgentsAdmin />}
         {current === "profiles" && <ProfilesAdmin />}
+        {current === "vaults" && <VaultsAdmin />}
         {current === "pools" && <PoolsAdmin />}
       </div>
     </div>

@@ -7,11 +7,13 @@ import { useAsync } from "../ui/useAsync";
 import { Empty, ErrorBanner, Loading } from "../ui/states";
 import { href } from "../router";
 import { AgentForm } from "./AgentForm";
+import { vaultNames } from "./vaults";
 
 export function AgentsAdmin() {
   const client = useClient();
   const list = useAsync(() => client.agents(), [client]);
   const profiles = useAsync(() => client.profiles(), [client]);
+  const vaults = useAsync(() => client.vaults(), [client]);
   const [editing, setEditing] = useState<Agent | "new" | null>(null);
   const remove = async (a: Agent) => {
     if (!window.confirm(`Delete agent ${a.name}? Its sessions stay readable.`)) return;
@@ -34,6 +36,7 @@ export function AgentsAdmin() {
         <AgentForm
           agent={editing === "new" ? null : editing}
           profiles={profiles.data?.items ?? []}
+          vaults={vaults.data?.items}
           onDone={() => {
             setEditing(null);
             void list.reload();
@@ -53,6 +56,7 @@ export function AgentsAdmin() {
                 <th scope="col">Profile</th>
                 <th scope="col">Model</th>
                 <th scope="col">Permissions</th>
+                <th scope="col">Vaults</th>
                 <th scope="col">
                   <span className="visually-hidden">Actions</span>
                 </th>
@@ -67,6 +71,7 @@ export function AgentsAdmin() {
                   <td>{a.runtime_profile}</td>
                   <td>{a.model || "—"}</td>
                   <td>{a.permission_mode}</td>
+                  <td>{vaultNames(a.vault_ids, vaults.data?.items ?? []).join(", ") || "—"}</td>
                   <td className="actions">
                     <button onClick={() => setEditing(a)}>Edit</button>
                     <button className="danger" onClick={() => void remove(a)}>

@@ -13,7 +13,10 @@ import type {
   RuntimeProfile,
   Sandbox,
   SandboxList,
+  SecretRequest,
   Session,
+  Vault,
+  VaultRequest,
 } from "./types";
 import type { UIMessage } from "ai";
 
@@ -115,6 +118,13 @@ export class Client {
   createAgent = (a: AgentRequest) => this.json<Agent>("POST", "/api/v1/agents", a);
   updateAgent = (id: string, a: AgentRequest) => this.json<Agent>("PUT", `/api/v1/agents/${id}`, a);
   deleteAgent = (id: string) => this.json<void>("DELETE", `/api/v1/agents/${id}`);
+  vaults = () => this.json<Page<Vault>>("GET", "/api/v1/vaults", undefined, { limit: 200 });
+  createVault = (v: VaultRequest) => this.json<Vault>("POST", "/api/v1/vaults", v);
+  deleteVault = (id: string) => this.json<void>("DELETE", `/api/v1/vaults/${enc(id)}`);
+  /** Creates or replaces a secret; the answer is the vault, without any value. */
+  putSecret = (id: string, name: string, s: SecretRequest) =>
+    this.json<Vault>("PUT", `/api/v1/vaults/${enc(id)}/secrets/${enc(name)}`, s);
+  deleteSecret = (id: string, name: string) => this.json<void>("DELETE", `/api/v1/vaults/${enc(id)}/secrets/${enc(name)}`);
   sessions = (agentId: string) => this.json<Page<Session>>("GET", "/api/v1/sessions", undefined, { agent_id: agentId, limit: 200 });
   session = (id: string) => this.json<Session>("GET", `/api/v1/sessions/${id}`);
   createSession = (agentId: string, title: string) =>

@@ -97,6 +97,7 @@ export interface Agent {
   instructions: string;
   permission_mode: "auto" | "ask" | string;
   tools: string[];
+  vault_ids?: string[] | null;
   version: number;
   created_at?: string;
 }
@@ -105,6 +106,41 @@ export type AgentRequest = Omit<Agent, "agent_id" | "version" | "created_at" | "
   tools?: string[];
   version?: number;
 };
+
+/** A vault's secret as the server shows it: where it goes, never its value. */
+export interface VaultSecret {
+  name: string;
+  host: string;
+  path_prefix: string;
+  header: string;
+  format: string;
+  updated_at?: string;
+}
+
+export interface Vault {
+  vault_id: string;
+  name: string;
+  description: string;
+  secrets: VaultSecret[] | null;
+  version: number;
+  created_at?: string;
+  updated_at?: string;
+}
+
+/** PUT /api/v1/vaults/{id}/secrets/{name}: value is write-only and required every time. */
+export interface SecretRequest {
+  value: string;
+  host: string;
+  path_prefix?: string;
+  header?: string;
+  format?: string;
+}
+
+export interface VaultRequest {
+  name: string;
+  description?: string;
+  version?: number;
+}
 
 export type SessionState =
   | "CREATING"
