@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,7 +72,13 @@ func (p *Provider) dialState(ctx context.Context, id string, st boxState) (net.C
 		if err == nil {
 			return c, nil
 		}
-		p.dropForwarder(st.Pod)
+		if errors.Is(err, errStreamWait) {
+			// Slow or stale: new dials get a fresh connection; this one
+			// stays for the streams it carries and closes after them.
+			p.retireForwarder(st.Pod, f)
+		} else {
+			p.dropForwarder(st.Pod)
+		}
 		if try == 1 || ctx.Err() != nil {
 			return nil, fmt.Errorf("dial box %s: %w", id, err)
 		}
@@ -96,7 +103,14 @@ type forwarder struct {
 	conn httpstream.Connection
 	mu   sync.Mutex
 	next int // request id of the next stream pair
+	// active counts the stream pairs open on conn; a retired forwarder
+	// (no longer given to new dials) closes conn when the last one goes.
+	active  int
+	retired bool
 }
+
+// errStreamWait reports a stream pair that did not open within its wait.
+var errStreamWait = errors.New("port-forward: no stream within the wait")
 
 // reusedStreamWait bounds opening a stream pair on a port-forward
 // connection that was open already: on a live one it takes a round trip.
@@ -175,6 +189,35 @@ func (p *Provider) dropForwarder(name string) {
 
 func (f *forwarder) close() { _ = f.conn.Close() }
 
+// retireForwarder stops giving f, the connection to Pod name, to new
+// dials; f closes once the streams it carries are closed.
+func (p *Provider) retireForwarder(name string, f *forwarder) {
+	p.mu.Lock()
+	if p.fwd[name] == f {
+		delete(p.fwd, name)
+	}
+	p.mu.Unlock()
+	f.mu.Lock()
+	f.retired = true
+	idle := f.active == 0
+	f.mu.Unlock()
+	if idle {
+		f.close()
+	}
+}
+
+// release counts a stream pair closed, closing a retired forwarder's
+// connection with its last one.
+func (f *forwarder) release() {
+	f.mu.Lock()
+	f.active--
+	done := f.retired && f.active == 0
+	f.mu.Unlock()
+	if done {
+		f.close()
+	}
+}
+
 // dialWithin is dial bounded by wait (0: unbounded); a stream pair that
 // comes later is closed.
 func (f *forwarder) dialWithin(port int, wait time.Duration) (net.Conn, error) {
@@ -201,7 +244,7 @@ func (f *forwarder) dialWithin(port int, wait time.Duration) (net.Conn, error) {
 				r.c.Close()
 			}
 		}()
-		return nil, fmt.Errorf("port-forward: no stream within %s", wait)
+		return nil, fmt.Errorf("%w (%s)", errStreamWait, wait)
 	}
 }
 
@@ -227,6 +270,9 @@ func (f *forwarder) dial(port int) (net.Conn, error) {
 		f.conn.RemoveStreams(errStream)
 		return nil, fmt.Errorf("port-forward data stream: %w", err)
 	}
+	f.mu.Lock()
+	f.active++
+	f.mu.Unlock()
 	c := &streamConn{f: f, data: data, errStream: errStream, remoteErr: make(chan error, 1)}
 	go func() {
 		msg, err := io.ReadAll(errStream)
@@ -274,6 +320,7 @@ func (c *streamConn) Close() error {
 		_ = c.data.Reset()
 		_ = c.errStream.Reset()
 		c.f.conn.RemoveStreams(c.data, c.errStream)
+		c.f.release()
 	})
 	return nil
 }
