@@ -122,10 +122,25 @@ func runSDKTest(ctx context.Context, t *testing.T, pkgDir, script string, srv *s
 	}
 }
 
-// installSDK installs the pinned SDK into pkgDir/node_modules: npm ci from
-// the lock file, or npm install when there is none.
+// The package's tests run one after another and share one install.
+var (
+	sdkOnce sync.Once
+	sdkErr  error
+)
+
+// installSDK installs the pinned SDK into pkgDir/node_modules, once per
+// test process: npm ci from the lock file, or npm install when there is
+// none. Every caller fails when that install failed.
 func installSDK(ctx context.Context, t *testing.T, pkgDir string) {
 	t.Helper()
+	sdkOnce.Do(func() { sdkErr = npmInstall(ctx, t, pkgDir) })
+	if sdkErr != nil {
+		t.Fatal(sdkErr)
+	}
+}
+
+// npmInstall runs npm in pkgDir, its output logged to t.
+func npmInstall(ctx context.Context, t *testing.T, pkgDir string) error {
 	args := []string{"ci", "--no-audit", "--no-fund"}
 	if _, err := os.Stat(filepath.Join(pkgDir, "package-lock.json")); errors.Is(err, os.ErrNotExist) {
 		args[0] = "install"
@@ -138,8 +153,9 @@ func installSDK(ctx context.Context, t *testing.T, pkgDir string) {
 	err := cmd.Run()
 	out.Flush()
 	if err != nil {
-		t.Fatalf("npm %s: %v", args[0], err)
+		return fmt.Errorf("npm %s: %w", args[0], err)
 	}
+	return nil
 }
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
