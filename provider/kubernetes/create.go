@@ -246,18 +246,29 @@ func startError(id, reason string) error {
 	return sandbox.Errorf(sandbox.CodeRuntime, "box %s failed to start: %s", id, reason)
 }
 
-// waitExecd polls execd until it answers or StartTimeout passes.
+// waitExecd polls execd until it answers or StartTimeout passes. While
+// execd does not answer it reads the Pod again every podRecheck, so that
+// a Pod that failed or was evicted meanwhile (the kubelet then refuses
+// its port-forward as "pod not found") ends the wait with the cluster's
+// reason instead of the full timeout.
 func (p *Provider) waitExecd(ctx context.Context, id string, st boxState) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
 	c := p.execdClient(id, st)
 	delay := 5 * time.Millisecond
+	nextCheck := time.Now().Add(podRecheck)
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		err := c.Ping(pctx)
 		pcancel()
 		if err == nil {
 			return nil
+		}
+		if time.Now().After(nextCheck) {
+			if perr := p.podStillStarting(ctx, id, st); perr != nil {
+				return fmt.Errorf("%w (execd: %v)", perr, err)
+			}
+			nextCheck = time.Now().Add(podRecheck)
 		}
 		select {
 		case <-ctx.Done():
@@ -266,6 +277,29 @@ func (p *Provider) waitExecd(ctx context.Context, id string, st boxState) error 
 		}
 		delay = min(2*delay, 100*time.Millisecond)
 	}
+}
+
+// podRecheck is how often waitExecd reads the Pod while execd is silent.
+const podRecheck = 2 * time.Second
+
+// podStillStarting returns an error when box id's Pod is gone, is not the
+// one st names, or no longer runs; nil when it runs or cannot be read
+// just now (the wait goes on).
+func (p *Provider) podStillStarting(ctx context.Context, id string, st boxState) error {
+	pod, err := p.cs.CoreV1().Pods(p.cfg.Namespace).Get(ctx, st.Pod, getOpts)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && string(pod.UID) != st.UID):
+		return fmt.Errorf("box %s: its pod was deleted while starting", id)
+	case err != nil:
+		return nil
+	}
+	if state, reason := observed(pod); state != sandbox.StateRunning {
+		if reason == "" {
+			reason = "pod " + string(pod.Status.Phase)
+		}
+		return startError(id, reason)
+	}
+	return nil
 }
 
 func (p *Provider) execdClient(id string, st boxState) *execdclient.Client {
