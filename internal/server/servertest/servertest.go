@@ -412,6 +412,9 @@ func fileTag(t testing.TB, path string) string {
 
 // dockerImport loads a rootfs tarball into the engine under a tag derived
 // from the file, unless an earlier run did, and returns the image name.
+// The tag imported last for the file's path is kept in a marker file in
+// the temporary directory; the image it names is removed when the
+// tarball changed, so that the engine keeps one test image per tarball.
 func dockerImport(t testing.TB, p *docker.Provider, rootfs string) string {
 	name := "astrabox-test/rootfs:" + fileTag(t, rootfs)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -427,27 +430,64 @@ func dockerImport(t testing.TB, p *docker.Provider, rootfs string) string {
 		if err := p.ImportRootfs(ctx, name, f); err != nil {
 			t.Fatalf("import %s: %v", rootfs, err)
 		}
+		abs, _ := filepath.Abs(rootfs)
+		sum := sha256.Sum256([]byte(abs))
+		marker := filepath.Join(os.TempDir(), "astrabox-test-docker-images", hex.EncodeToString(sum[:6]))
+		if prev, err := os.ReadFile(marker); err == nil && string(prev) != name {
+			if err := p.RemoveImage(ctx, string(prev)); err != nil {
+				t.Logf("remove the outdated test image %s: %v", prev, err)
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(marker), 0o700); err == nil {
+			_ = os.WriteFile(marker, []byte(name), 0o600)
+		}
 	}
 	return name
 }
 
 // nativeImage imports a rootfs tarball into an image store kept in the
-// temporary directory under a name derived from the file, unless an
-// earlier run did; it returns the store's resolver and the image name.
+// temporary directory, unless an earlier run did, and returns the store's
+// resolver and the image name: repository "rootfs-" plus a hash of the
+// file's path, tagged with a hash of its size and modification time. An
+// earlier tag of the same path (the tarball was rebuilt) is removed, so
+// that the store holds one image per tarball however often it changes.
 func nativeImage(t testing.TB, rootfs string) (func(string) (string, error), string) {
 	st, err := image.Open(filepath.Join(os.TempDir(), "astrabox-test-images"), logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "rootfs-" + fileTag(t, rootfs)
+	abs, err := filepath.Abs(rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	repo := "rootfs-" + hex.EncodeToString(sum[:6])
+	name := repo + ":" + fileTag(t, rootfs)
 	if _, err := st.Resolve(name); sandbox.CodeOf(err) == sandbox.CodeImageNotFound {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if _, err := st.Import(ctx, name, rootfs, image.ImportOptions{}); err != nil && sandbox.CodeOf(err) != sandbox.CodeAlreadyExists {
 			t.Fatalf("import %s: %v", rootfs, err)
 		}
+		removeOtherTags(ctx, t, st, repo, name)
 	} else if err != nil {
 		t.Fatal(err)
 	}
 	return st.Resolve, name
+}
+
+// removeOtherTags removes the images of repo in st other than keep.
+func removeOtherTags(ctx context.Context, t testing.TB, st *image.Store, repo, keep string) {
+	images, err := st.List(ctx)
+	if err != nil {
+		t.Logf("list test images: %v", err)
+		return
+	}
+	for _, info := range images {
+		if strings.HasPrefix(info.Name, repo+":") && info.Name != keep {
+			if err := st.Remove(ctx, info.Name); err != nil {
+				t.Logf("remove the outdated test image %s: %v", info.Name, err)
+			}
+		}
+	}
 }
