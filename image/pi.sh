@@ -6,6 +6,12 @@
 # agent pinned by image/pi/package-lock.json. Everything comes through apt
 # and npm, so it builds where only their mirrors are reachable.
 #
+# matplotlib is installed by image/pi/install.sh with apt rather than by
+# debootstrap, whose resolver takes the first of a dependency's
+# alternatives: python3-fonttools' "python3-scipy | python3-munkres"
+# would bring scipy and, through it, a C++ toolchain and Boost's headers
+# (about 500 MiB of the image).
+#
 # Usage (as root):
 #
 #   image/pi.sh [NAME [TARBALL]] [-- IMPORT-FLAGS...]
@@ -20,4 +26,4 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 command -v npm >/dev/null 2>&1 || { echo "pi.sh: npm is needed on the host (apt-get install -y npm, or Node.js from nodejs.org)" >&2; exit 1; }
 [ $# -gt 0 ] && [ "$1" != "--" ] || set -- pi "$@"
-PACKAGES=${PACKAGES:-python3,ca-certificates,git,ripgrep,fd-find,python3-matplotlib} HOOK="$here/pi/install.sh" exec "$here/debootstrap.sh" "$@"
+PACKAGES=${PACKAGES:-python3,ca-certificates,git,ripgrep,fd-find} HOOK="$here/pi/install.sh" exec "$here/debootstrap.sh" "$@"
