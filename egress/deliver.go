@@ -160,7 +160,8 @@ func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
 // and applies Credential Vault bindings in those whose Host is name (the
 // name the connection was allowed and, for TLS, verified for; scheme and
 // port are the connection's), writes them to up and copies each response
-// back, its headers scrubbed of credentials (scrub.go). An upgrade (101) turns into a plain two-way copy. The
+// back, scrubbed of credentials (scrub.go). An upgrade (101) turns into a
+// plain two-way copy. The
 // bindings are read for each request, so a vault change applies to
 // connections already open.
 func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, scheme string, port int) {
@@ -182,6 +183,12 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, schem
 				b.log.Warn("egress: several credential bindings match; none applied", "name", name, "method", req.Method, "scheme", scheme)
 			}
 		}
+		scrub := newScrubber(b.secretList(), b.m.bindingsOf(b.id))
+		if !scrub.empty() {
+			// Bodies are scrubbed as they stream: only what the proxy
+			// can read (scrub.go).
+			req.Header.Set("Accept-Encoding", "identity")
+		}
 		if err := req.Write(up); err != nil {
 			return
 		}
@@ -189,8 +196,17 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, schem
 		if err != nil {
 			return
 		}
-		if n := scrubHeaders(resp.Header, b.secretList(), b.m.bindingsOf(b.id)); n > 0 {
-			b.log.Warn("egress: the upstream echoed a credential in its response headers; withheld from the box", "name", name, "headers", n)
+		if !scrub.empty() {
+			err := scrub.scrubResponse(resp, func(headers, body int) {
+				b.log.Warn("egress: the upstream echoed a credential in its response; withheld from the box",
+					"name", name, "header_values", headers, "body_matches", body)
+			})
+			if err != nil {
+				resp.Body.Close()
+				b.log.Warn("egress: response withheld", "name", name, "err", err)
+				badGateway(box, "AstraBox egress: "+err.Error())
+				return
+			}
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			if err := resp.Write(box); err != nil {

@@ -249,6 +249,14 @@ func splice(a, b net.Conn) {
 	<-done
 }
 
+// badGateway answers the box's request with a 502 carrying msg and ends
+// the connection.
+func badGateway(c net.Conn, msg string) {
+	body := msg + "\n"
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}
+
 // refusePage answers an HTTP request the policy refused. It names the host
 // and the reason, nothing else (never a credential).
 func refusePage(c net.Conn, host, reason string) {

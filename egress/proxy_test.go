@@ -90,7 +90,9 @@ func loopbackConfig(res *fakeResolver) Config {
 }
 
 func TestProxyHTTP(t *testing.T) {
+	sawAuth := make(chan string, 4)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawAuth <- r.Header.Get("Authorization")
 		fmt.Fprintf(w, "hello %s %s", r.Host, r.Header.Get("Authorization"))
 	}))
 	defer up.Close()
@@ -111,14 +113,19 @@ func TestProxyHTTP(t *testing.T) {
 	if code, body := get("allowed.test"); code != 200 || body != "hello allowed.test PH-1234567890abcdef" {
 		t.Fatalf("allowed: %d %q", code, body)
 	}
+	<-sawAuth
 	if code, body := get("other.test"); code != 403 || !strings.Contains(body, "not reachable") {
 		t.Fatalf("other: %d %q", code, body)
 	}
 	// With a secret for allowed.test, its placeholder becomes the value
-	// there and stays a placeholder elsewhere.
+	// there and stays a placeholder elsewhere; the upstream's echo of the
+	// value reaches the box as the placeholder.
 	b.SetSecrets([]Secret{{Name: "k", Placeholder: "PH-1234567890abcdef", Value: "real-secret", Host: "allowed.test", Format: "Bearer {value}"}})
-	if code, body := get("allowed.test"); code != 200 || body != "hello allowed.test Bearer real-secret" {
+	if code, body := get("allowed.test"); code != 200 || body != "hello allowed.test Bearer PH-1234567890abcdef" {
 		t.Fatalf("with secret: %d %q", code, body)
+	}
+	if got := <-sawAuth; got != "Bearer real-secret" {
+		t.Fatalf("the upstream saw Authorization %q, want the secret's value", got)
 	}
 	if b.Allowed.Load() != 2 || b.Refused.Load() != 1 {
 		t.Fatalf("counters: allowed %d refused %d", b.Allowed.Load(), b.Refused.Load())

@@ -1,8 +1,19 @@
 package egress
 
 import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestScrubHeaders(t *testing.T) {
@@ -35,6 +46,163 @@ func TestScrubHeaders(t *testing.T) {
 						t.Errorf("%s[%d] = %q, want %q", k, i, tt.in[k][i], v)
 					}
 				}
+			}
+		})
+	}
+}
+
+// scrubSecrets are the credentials of the body tests: one a prefix of
+// another's, so that the longest one at a position must win.
+var scrubSecrets = []Secret{
+	{Name: "a", Placeholder: "PH-A", Value: "sk-live-0123456789"},
+	{Name: "b", Placeholder: "PH-B", Value: "sk-live-0123456789-extended"},
+}
+
+func TestScrubBody(t *testing.T) {
+	s := newScrubber(scrubSecrets, []Binding{{Name: "api", Headers: []BindingHeader{{Name: "Authorization", Value: "Bearer tok-9876543210"}}}})
+	for _, tt := range []struct{ name, in, want string }{
+		{"nothing", "plain text", "plain text"},
+		{"one", `{"key":"sk-live-0123456789"}`, `{"key":"PH-A"}`},
+		{"the longest at a position", "sk-live-0123456789-extended!", "PH-B!"},
+		{"a binding's token", "auth was tok-9876543210.", "auth was " + withheldMark + "."},
+		{"a binding's whole value", "Bearer tok-9876543210", withheldMark},
+		{"adjacent", "sk-live-0123456789sk-live-0123456789", "PH-APH-A"},
+		{"at the very end", "x sk-live-0123456789", "x PH-A"},
+		{"a prefix alone stays", "sk-live-01234", "sk-live-01234"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := s.replace([]byte(tt.in)); string(got) != tt.want {
+				t.Fatalf("replace: %q, want %q", got, tt.want)
+			}
+			// Streamed, whichever way the body is cut into reads.
+			for _, cut := range []func(io.Reader) io.Reader{
+				func(r io.Reader) io.Reader { return r },
+				iotest.OneByteReader,
+				iotest.HalfReader,
+				iotest.DataErrReader,
+			} {
+				n := -1
+				got, err := io.ReadAll(s.body(io.NopCloser(cut(strings.NewReader(tt.in))), func(k int) { n = k }))
+				if err != nil || string(got) != tt.want {
+					t.Fatalf("streamed: %q, %v; want %q", got, err, tt.want)
+				}
+				if n < 0 {
+					t.Fatal("the count was not reported at the body's end")
+				}
+			}
+		})
+	}
+}
+
+// FuzzScrubStream: a body streamed in reads of any sizes comes out as the
+// whole body replaced at once, and holds no credential the whole one does
+// not.
+func FuzzScrubStream(f *testing.F) {
+	f.Add([]byte("a sk-live-0123456789 b sk-live-0123456789-extended c"), []byte{3, 7, 1})
+	f.Add([]byte("sk-live-0123456789"), []byte{1})
+	f.Add([]byte(""), []byte{})
+	s := newScrubber(scrubSecrets, nil)
+	f.Fuzz(func(t *testing.T, body, cuts []byte) {
+		want, _ := s.replace(body)
+		got, err := io.ReadAll(s.body(io.NopCloser(&cutReader{data: body, cuts: cuts}), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("streamed %q, whole %q", got, want)
+		}
+	})
+}
+
+// cutReader returns data in reads of the sizes cuts lists (cyclically;
+// 0 counts as 1).
+type cutReader struct {
+	data []byte
+	cuts []byte
+	i    int
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := 1
+	if len(r.cuts) > 0 {
+		n = max(1, int(r.cuts[r.i%len(r.cuts)]))
+		r.i++
+	}
+	n = min(n, len(p), len(r.data))
+	copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func TestScrubResponse(t *testing.T) {
+	s := newScrubber(scrubSecrets, nil)
+	gz := func(text string) string {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write([]byte(text))
+		w.Close()
+		return b.String()
+	}
+	for _, tt := range []struct {
+		name     string
+		method   string
+		proto    string // of the box's request
+		status   int
+		encoding string
+		body     string
+		wantBody string
+		wantErr  bool
+		chunked  bool
+	}{
+		{name: "identity", status: 200, body: "v=sk-live-0123456789", wantBody: "v=PH-A", chunked: true},
+		{name: "gzip is decoded", status: 200, encoding: "gzip", body: gz("v=sk-live-0123456789"), wantBody: "v=PH-A", chunked: true},
+		{name: "an unknown coding is refused", status: 200, encoding: "br", body: "\x00\x01", wantErr: true},
+		{name: "HTTP/1.0 ends with the connection", proto: "HTTP/1.0", status: 200, body: "sk-live-0123456789", wantBody: "PH-A"},
+		{name: "HEAD has no body", method: "HEAD", status: 200, encoding: "br"},
+		{name: "304 has no body", status: 304, encoding: "br"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(cmp.Or(tt.method, "GET"), "http://example.test/", nil)
+			if tt.proto == "HTTP/1.0" {
+				req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/1.0", 1, 0
+			}
+			resp := &http.Response{StatusCode: tt.status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Request: req,
+				Header: http.Header{"Content-Length": {strconv.Itoa(len(tt.body))}}, ContentLength: int64(len(tt.body)),
+				Body: io.NopCloser(strings.NewReader(tt.body))}
+			if tt.encoding != "" {
+				resp.Header.Set("Content-Encoding", tt.encoding)
+			}
+			err := s.scrubResponse(resp, func(int, int) {})
+			if tt.wantErr {
+				var bu bodyUnscrubbable
+				if !errors.As(err, &bu) {
+					t.Fatalf("scrubResponse: %v, want bodyUnscrubbable", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wire bytes.Buffer
+			if err := resp.Write(&wire); err != nil {
+				t.Fatal(err)
+			}
+			back, err := http.ReadResponse(bufio.NewReader(&wire), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(back.Body)
+			if string(got) != tt.wantBody {
+				t.Fatalf("the box reads %q, want %q", got, tt.wantBody)
+			}
+			if isChunked := slices.Contains(back.TransferEncoding, "chunked"); isChunked != tt.chunked {
+				t.Fatalf("chunked %v, want %v (%s)", isChunked, tt.chunked, wire.String())
+			}
+			if tt.wantBody != "" && back.Header.Get("Content-Encoding") != "" {
+				t.Fatal("a decoded body kept its Content-Encoding")
 			}
 		})
 	}

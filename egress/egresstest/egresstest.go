@@ -90,7 +90,10 @@ func NewUpstream(t testing.TB) *Upstream {
 	return u
 }
 
-// serve records the request and answers "ok <host>".
+// serve records the request and answers "ok <host>", or, with the query
+// parameter echo, "echo" and the request's Authorization and X-Api-Key in
+// the body and in response headers: a destination that reflects what it
+// got, whose answer must reach the box scrubbed of credentials.
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	host, _, err := net.SplitHostPort(r.Host)
 	if err != nil {
@@ -99,6 +102,11 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.reqs = append(u.reqs, Request{TLS: r.TLS != nil, Host: host, Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), APIKey: r.Header.Get("X-Api-Key")})
 	u.mu.Unlock()
+	if r.URL.Query().Has("echo") {
+		w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+		fmt.Fprintf(w, "echo Authorization=%q X-Api-Key=%q\n", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+		return
+	}
 	fmt.Fprintf(w, "ok %s\n", host)
 }
 

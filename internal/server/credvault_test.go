@@ -78,7 +78,7 @@ try:
     else:
         c = http.client.HTTPConnection(connect or u.hostname, u.port or 80, timeout=10)
         headers.setdefault("Host", u.hostname)
-    c.request(method, u.path or "/", headers=headers)
+    c.request(method, (u.path or "/") + ("?" + u.query if u.query else ""), headers=headers)
     r = c.getresponse()
     print(r.read().decode(errors="replace").strip(), "code=%d" % r.status)
 except Exception as e:
@@ -213,6 +213,13 @@ func credentialVault(t *testing.T, backend string) {
 	expect("GET http://vault.test/api/v1", "vault.test", false, "", "") // the bearer binding is https only
 	expect("GET http://other.test/plain", "other.test", false, "", "")
 	expect("GET https://other.test/api/v1 --cacert /tmp/up-ca.pem", "other.test", true, "", "") // not intercepted
+	// A destination that echoes the request: the box reads the echo
+	// without the value (fetch checks), the bound header withheld.
+	for _, args := range []string{"GET https://vault.test/api/v1?echo=1", "GET http://vault.test/plain?echo=1"} {
+		if out := fetch(args); !strings.Contains(out, "echo ") || !strings.Contains(out, "[credential withheld by AstraBox]") || !strings.Contains(out, "code=200") {
+			t.Fatalf("fetch %s from an echoing destination: %s", args, out)
+		}
+	}
 	// A refusal page names no value.
 	if out := fetch("GET http://nope.test/plain --connect " + up.Addr.String()); !strings.Contains(out, "code=403") {
 		t.Fatalf("refused request: %s", out)
