@@ -21,9 +21,11 @@ import (
 // becomes its placeholder (what the box sent); a binding's header value,
 // and the token after its scheme ("Bearer <token>"), become withheldMark.
 //
-// A body is scrubbed as it streams (a credential split across reads is
-// still found), so its length may change: the response goes to the box
-// chunked, or delimited by the connection's end for an HTTP/1.0 request.
+// A body of a known length up to scrubWholeMax is read whole, scrubbed and
+// sent with its new length; a longer one, or one of unknown length, is
+// scrubbed as it streams (a credential split across reads is still found)
+// and goes to the box chunked, or delimited by the connection's end for an
+// HTTP/1.0 request.
 // The proxy asks such upstreams for uncompressed bodies (Accept-Encoding:
 // identity); one that compresses anyway with gzip or deflate is decoded
 // and scrubbed, any other content coding cannot be read and is refused
@@ -189,6 +191,10 @@ const scrubChunk = 32 << 10
 
 func (r *scrubReader) Close() error { return r.src.Close() }
 
+// scrubWholeMax is the longest body read whole to be scrubbed (its
+// Content-Length kept right); longer ones stream.
+const scrubWholeMax = 1 << 20
+
 // bodyUnscrubbable reports a response body the proxy cannot read to
 // scrub it: a content coding it does not decode.
 type bodyUnscrubbable struct{ coding string }
@@ -211,6 +217,20 @@ func (s *scrubber) scrubResponse(resp *http.Response, report func(headers, body 
 	body := resp.Body
 	switch coding := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); coding {
 	case "", "identity":
+		if resp.ContentLength >= 0 && resp.ContentLength <= scrubWholeMax {
+			data, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return fmt.Errorf("read the response to scrub it: %w", err)
+			}
+			out, n := s.replace(data)
+			if n > 0 {
+				report(0, n)
+			}
+			resp.Header.Del("Content-Length")
+			resp.ContentLength = int64(len(out))
+			resp.Body = readCloser{bytes.NewReader(out), resp.Body}
+			return nil
+		}
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(resp.Body)
 		if err != nil {
