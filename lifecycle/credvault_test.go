@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,12 +25,17 @@ func newKey() []byte {
 }
 
 // limitedProcess is the process harness claiming network limited, for
-// plans (it starts nothing here).
-type limitedProcess struct{ *process.Provider }
+// plans (it starts nothing here): through the server's egress proxy
+// unless elsewhere is set (a backend whose limited mode is its own).
+type limitedProcess struct {
+	*process.Provider
+	elsewhere bool
+}
 
 func (p limitedProcess) Capabilities() sandbox.Capabilities {
 	c := p.Provider.Capabilities()
 	c.NetworkModes = append(slices.Clone(c.NetworkModes), sandbox.NetworkLimited)
+	c.EgressProxy = !p.elsewhere
 	return c
 }
 
@@ -47,7 +53,7 @@ func newVaultService(t *testing.T, st store.Store, ring *vault.Ring) (*Service, 
 	}
 	m := egress.NewManager(egress.Config{CA: ca})
 	t.Cleanup(m.Close)
-	svc, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": limitedProcess{p}}, DefaultBackend: "process", Egress: m, Vault: ring})
+	svc, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": limitedProcess{Provider: p}}, DefaultBackend: "process", Egress: m, Vault: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +78,23 @@ func TestPlanCredentialProxy(t *testing.T) {
 	}
 	if _, _, _, err := svc.plan(t.Context(), CreateRequest{CredentialProxy: true}); sandbox.CodeOf(err) != sandbox.CodeInvalidRequest {
 		t.Fatalf("with network none: %v", err)
+	}
+	// A backend whose network limited is not the server's proxy refuses
+	// it before anything is made.
+	p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{"/bin/false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _, _ := egress.NewCA()
+	m := egress.NewManager(egress.Config{CA: ca})
+	t.Cleanup(m.Close)
+	other, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": limitedProcess{Provider: p, elsewhere: true}}, DefaultBackend: "process", Egress: m, Vault: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := other.plan(t.Context(), CreateRequest{CredentialProxy: true, Network: limited}); sandbox.CodeOf(err) != sandbox.CodeCapability ||
+		!strings.Contains(err.Error(), "egress proxy") {
+		t.Fatalf("on a backend whose limited is another's: %v", err)
 	}
 	// A server without an egress proxy refuses it.
 	plain := newTestService(t, nil, 0)

@@ -77,6 +77,12 @@ type Capabilities struct {
 	// each gives; empty when the backend offers no choice (Isolation is
 	// then the only one).
 	Runtimes []Runtime `json:"runtimes,omitempty"`
+	// EgressProxy says that the backend's network limited goes through
+	// the egress proxy it was given, the server's: what delivering
+	// credentials needs (Spec.CredentialProxy, a Session's protected
+	// secrets). A backend whose limited mode is another's (a remote
+	// server's) leaves it false.
+	EgressProxy bool `json:"egressProxy,omitempty"`
 }
 
 // Runtime is an OCI runtime a backend offers.
@@ -144,6 +150,9 @@ func (c Capabilities) Check(s Spec) error {
 		if !c.Has(cap) {
 			return &Error{Code: CodeCapability, Message: "capability " + string(cap) + " is not supported by this backend; available: " + joinCaps(c.List())}
 		}
+	}
+	if s.CredentialProxy && !c.EgressProxy {
+		return &Error{Code: CodeCapability, Message: "credentialProxy needs network limited through this server's egress proxy, which this backend does not route through"}
 	}
 	if s.Runtime != "" && !slices.ContainsFunc(c.Runtimes, func(r Runtime) bool { return r.Name == s.Runtime }) {
 		names := make([]string, len(c.Runtimes))

@@ -23,6 +23,10 @@ func TestCapabilitiesCheck(t *testing.T) {
 		{"an offered runtime", docker, Spec{Runtime: "runsc"}, ""},
 		{"a runtime not offered", docker, Spec{Runtime: "kata-runtime"}, "runc, runsc"},
 		{"a runtime where there is no choice", native, Spec{Runtime: "runc"}, "no choice"},
+		{"a credential proxy through the server's egress proxy", Capabilities{NetworkModes: []NetworkMode{NetworkLimited}, EgressProxy: true},
+			Spec{Network: NetworkPolicy{Mode: NetworkLimited}, CredentialProxy: true}, ""},
+		{"a credential proxy where limited is another's", Capabilities{NetworkModes: []NetworkMode{NetworkLimited}},
+			Spec{Network: NetworkPolicy{Mode: NetworkLimited}, CredentialProxy: true}, "egress proxy"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

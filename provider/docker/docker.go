@@ -367,6 +367,7 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 	}
 	if p.limitedAvailable() {
 		c.NetworkModes = append(c.NetworkModes, sandbox.NetworkLimited)
+		c.EgressProxy = true
 	}
 	if p.cfg.ReadonlyRootfs || p.cfg.StorageQuota {
 		c.Limits = append(c.Limits, sandbox.ResourceDisk)

@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/astrabox/astrabox/egress"
@@ -232,6 +233,7 @@ func (p *Provider) Capabilities() sandbox.Capabilities {
 		PersistentWorkspace: true,
 		HostPathVolumes:     len(p.cfg.HostPathRoots) > 0,
 		Snapshot:            p.cfg.Snapshots != nil,
+		EgressProxy:         slices.Contains(modes, sandbox.NetworkLimited),
 	}
 }
 
