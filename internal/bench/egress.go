@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/astrabox/astrabox/egress"
@@ -72,10 +73,18 @@ func (c EgressConfig) withDefaults() EgressConfig {
 // and the proxy's resolver and the stand-in's name server answer it.
 const egressName = "upstream.bench.test"
 
-// In-box paths of the client and of the upstream's CA.
+// In-box paths of the client and of the CAs it trusts: the upstream's,
+// and in the credential box the egress proxy's too.
 const (
 	egressClientPath = "/tmp/astrabox-bench-egress.py"
 	egressCAPath     = "/tmp/astrabox-bench-upstream-ca.pem"
+)
+
+// The credential box's secret: its placeholder is what the client sends,
+// the value what the upstream gets.
+const (
+	egressPlaceholder = "abx-bench-placeholder-5d1f0c7a9e3b"
+	egressSecretValue = "bench-secret-value-8c2e4a6f1b3d"
 )
 
 // egressScenario is one row of the egress bench per backend.
@@ -103,7 +112,11 @@ var egressScenarios = []egressScenario{
 // answered by the proxy's name server, in unrestricted by the upstream's),
 // and one download of Size bytes over each. The limited box's proxy is an
 // egress.Manager of the bench's own, resolving names from the upstream's
-// table (no interception: no CA). Needs root. Everything it made (boxes,
+// table; a third box, limited too, has a secret for the upstream's name
+// and sends its placeholder, so that the proxy relays its requests one by
+// one (HTTPS terminated with the bench's CA, which that box trusts),
+// delivers the value and scrubs each response (all but the lookups).
+// Needs root. Everything it made (boxes,
 // the namespace and link, the backends' host rules) is removed, also
 // after a failure, when what was measured is returned with the error.
 func RunEgress(ctx context.Context, cfg EgressConfig) (EgressReport, error) {
@@ -147,7 +160,8 @@ func filesUnder(dir string) int {
 // doing so is returned too) before it returns.
 func runEgress(ctx context.Context, cfg EgressConfig, rep *EgressReport) (err error) {
 	progress := func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "bench: "+format+"\n", args...) }
-	up, err := fakenet.Start(fakenet.Config{Prefix: "ablbench", Handler: http.HandlerFunc(serveEgressUpstream), Names: []string{egressName}})
+	upstream := &egressUpstream{}
+	up, err := fakenet.Start(fakenet.Config{Prefix: "ablbench", Handler: http.HandlerFunc(upstream.serve), Names: []string{egressName}})
 	if err != nil {
 		return fmt.Errorf("bench: upstream: %w", err)
 	}
@@ -156,11 +170,15 @@ func runEgress(ctx context.Context, cfg EgressConfig, rep *EgressReport) (err er
 			err = errors.Join(err, fmt.Errorf("bench: upstream: %w", cerr))
 		}
 	}()
-	m := egress.NewManager(egress.Config{Resolver: up, Logger: discardLogger()})
+	ca, _, err := egress.NewCA()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	m := egress.NewManager(egress.Config{Resolver: up, CA: ca, RootCAs: up.Roots, Logger: discardLogger()})
 	defer m.Close()
 	progress("upstream %s at %s, in a network namespace of its own", egressName, up.Addr)
 	for _, backend := range cfg.Backends {
-		if err := egressOn(ctx, cfg, backend, up, m, rep, progress); err != nil {
+		if err := egressOn(ctx, cfg, backend, up, upstream, m, ca, rep, progress); err != nil {
 			return err
 		}
 	}
@@ -205,7 +223,7 @@ type egressBox struct {
 // (in rounds, the boxes taking turns), row by row. It deletes its boxes
 // and closes the backend (an error doing so is returned too) before it
 // returns.
-func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet.Server, m *egress.Manager, rep *EgressReport, progress func(string, ...any)) (err error) {
+func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet.Server, upstream *egressUpstream, m *egress.Manager, ca *egress.CA, rep *EgressReport, progress func(string, ...any)) (err error) {
 	p, image, res, err := egressProvider(cfg, backend, m)
 	if err != nil {
 		return err
@@ -219,28 +237,43 @@ func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet
 	if !caps.Has(sandbox.CapNetworkUnrestricted) || !caps.Has(sandbox.CapNetworkLimited) {
 		return fmt.Errorf("bench: egress: the %s backend offers network modes %v here, not both unrestricted and limited (iptables?)", backend, caps.NetworkModes)
 	}
-	policies := []sandbox.NetworkPolicy{
-		{Mode: sandbox.NetworkUnrestricted},
-		{Mode: sandbox.NetworkLimited, Rules: []sandbox.NetworkRule{{Action: "allow", Target: egressName}}},
-	}
-	var boxes [2]egressBox
-	for i, np := range policies {
-		id := fmt.Sprintf("bench-egress-%s-%d", np.Mode, time.Now().UnixNano())
-		progress("%s: creating a box of network %s", backend, np.Mode)
-		info, cerr := p.Create(ctx, id, sandbox.Spec{Image: image, Resources: res, Network: np})
+	// The boxes: unrestricted; limited; limited with a secret for the
+	// upstream's name, whose requests the proxy relays one by one (over
+	// HTTPS terminating the box's TLS with its CA), putting the value in
+	// and scrubbing it out of each response.
+	limited := sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, Rules: []sandbox.NetworkRule{{Action: "allow", Target: egressName}}}
+	kinds := []struct {
+		label  string
+		policy sandbox.NetworkPolicy
+		secret bool
+	}{{"unrestricted", sandbox.NetworkPolicy{Mode: sandbox.NetworkUnrestricted}, false}, {"limited", limited, false}, {"limited with a credential", limited, true}}
+	var boxes [3]egressBox
+	for i, k := range kinds {
+		id := fmt.Sprintf("bench-egress-%d-%d", i, time.Now().UnixNano())
+		progress("%s: creating a box of network %s", backend, k.label)
+		info, cerr := p.Create(ctx, id, sandbox.Spec{Image: image, Resources: res, Network: k.policy})
 		defer func() { // err is egressOn's result
 			if derr := p.Delete(context.WithoutCancel(ctx), id); derr != nil {
 				err = errors.Join(err, fmt.Errorf("bench: %s: delete box %s: %w", backend, id, derr))
 			}
 		}()
 		if cerr != nil {
-			return fmt.Errorf("bench: %s: create a box of network %s: %w", backend, np.Mode, cerr)
+			return fmt.Errorf("bench: %s: create a box of network %s: %w", backend, k.label, cerr)
 		}
 		c := connect(p, info)
 		if err := c.WaitReady(ctx); err != nil {
-			return fmt.Errorf("bench: %s: box of network %s: %w", backend, np.Mode, err)
+			return fmt.Errorf("bench: %s: box of network %s: %w", backend, k.label, err)
 		}
-		for path, data := range map[string][]byte{egressClientPath: []byte(egressClientPy), egressCAPath: up.CAPEM} {
+		trust := up.CAPEM
+		if k.secret {
+			pb := m.Box(id)
+			if pb == nil {
+				return fmt.Errorf("bench: %s: the box of network %s is not behind the bench's egress proxy", backend, k.label)
+			}
+			pb.SetSecrets([]egress.Secret{{Name: "bench", Placeholder: egressPlaceholder, Value: egressSecretValue, Host: egressName}})
+			trust = append(append([]byte(nil), up.CAPEM...), ca.CertPEM()...)
+		}
+		for path, data := range map[string][]byte{egressClientPath: []byte(egressClientPy), egressCAPath: trust} {
 			if err := c.WriteFile(ctx, path, data, 0o644); err != nil {
 				return fmt.Errorf("bench: %s: write %s in the box: %w", backend, path, err)
 			}
@@ -248,26 +281,40 @@ func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet
 		boxes[i] = egressBox{id: id, c: c}
 	}
 	for _, sc := range egressScenarios {
-		progress("%s: %s, unrestricted and limited", backend, sc.name)
-		var got [2][]int64
+		// A lookup does not depend on credentials: two boxes.
+		n := len(boxes)
+		if sc.mode == "dns" {
+			n = 2
+		}
+		progress("%s: %s, in %d boxes", backend, sc.name, n)
+		got := make([][]int64, len(boxes))
 		for r, count := range egressRounds(sc, cfg) {
-			for k := range boxes {
-				i := (k + r) % 2 // the boxes take turns at going first
-				vs, err := runEgressClient(ctx, boxes[i].c, sc, up.Addr.String(), count)
+			for k := range n {
+				i := (k + r) % n // the boxes take turns at going first
+				auth := ""
+				if i == 2 {
+					auth = "Bearer " + egressPlaceholder
+				}
+				vs, err := runEgressClient(ctx, boxes[i].c, sc, up.Addr.String(), count, auth)
 				if err != nil {
-					return fmt.Errorf("bench: %s: %s, network %s: %w", backend, sc.name, policies[i].Mode, err)
+					return fmt.Errorf("bench: %s: %s, network %s: %w", backend, sc.name, kinds[i].label, err)
 				}
 				got[i] = append(got[i], vs...)
 			}
 		}
-		rep.Rows = append(rep.Rows, egressRow(sc, backend, got[0], got[1]))
+		rep.Rows = append(rep.Rows, egressRow(sc, backend, got[0], got[1], got[2]))
 	}
-	lb := m.Box(boxes[1].id)
-	if lb == nil || lb.Allowed.Load() == 0 {
-		return fmt.Errorf("bench: %s: the limited box's traffic did not go through its egress proxy", backend)
+	if seen := upstream.auth.Load(); seen == nil || *seen != "Bearer "+egressSecretValue {
+		return fmt.Errorf("bench: %s: the upstream did not get the credential box's secret", backend)
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the limited box's proxy allowed %d connections and lookups and refused %d",
-		backend, lb.Allowed.Load(), lb.Refused.Load()))
+	for _, i := range []int{1, 2} {
+		lb := m.Box(boxes[i].id)
+		if lb == nil || lb.Allowed.Load() == 0 {
+			return fmt.Errorf("bench: %s: the %s box's traffic did not go through its egress proxy", backend, kinds[i].label)
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the proxy of the %s box allowed %d connections and lookups and refused %d",
+			backend, kinds[i].label, lb.Allowed.Load(), lb.Refused.Load()))
+	}
 	return nil
 }
 
@@ -293,13 +340,18 @@ func egressRounds(sc egressScenario, cfg EgressConfig) []int64 {
 	return out
 }
 
-// runEgressClient runs the in-box client for sc and returns its samples.
-func runEgressClient(ctx context.Context, c *execdclient.Client, sc egressScenario, addr string, count int64) ([]int64, error) {
+// runEgressClient runs the in-box client for sc and returns its samples;
+// auth, when not empty, is sent as every request's Authorization.
+func runEgressClient(ctx context.Context, c *execdclient.Client, sc egressScenario, addr string, count int64, auth string) ([]int64, error) {
 	scheme := sc.scheme
 	if scheme == "dns" {
 		scheme = "http" // unused by the dns mode
 	}
-	cmd := strings.Join([]string{"python3", egressClientPath, sc.mode, scheme, addr, egressName, strconv.FormatInt(count, 10), egressCAPath}, " ")
+	args := []string{"python3", egressClientPath, sc.mode, scheme, addr, egressName, strconv.FormatInt(count, 10), egressCAPath}
+	if auth != "" {
+		args = append(args, "'"+auth+"'")
+	}
+	cmd := strings.Join(args, " ")
 	ex, err := c.Run(ctx, execdwire.RunCommandRequest{Command: cmd, Timeout: (10 * time.Minute).Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
@@ -317,10 +369,11 @@ func runEgressClient(ctx context.Context, c *execdclient.Client, sc egressScenar
 	return vs, nil
 }
 
-// egressRow summarises the samples of sc in the unrestricted box (u) and
-// the limited one (l): latencies in ns, or for downloads pairs of bytes
-// and ns (the median rate is kept).
-func egressRow(sc egressScenario, backend string, u, l []int64) EgressRow {
+// egressRow summarises the samples of sc in the unrestricted box (u), the
+// limited one (l) and the limited one with a credential (cred, nil where
+// not measured): latencies in ns, or for downloads pairs of bytes and ns
+// (the median rate is kept).
+func egressRow(sc egressScenario, backend string, u, l, cred []int64) EgressRow {
 	row := EgressRow{Scenario: sc.name, Backend: backend}
 	if sc.mode == "download" {
 		rates := func(vs []int64) []float64 {
@@ -338,6 +391,12 @@ func egressRow(sc egressScenario, backend string, u, l []int64) EgressRow {
 		if row.UnrestrictedRate > 0 {
 			row.Ratio = row.LimitedRate / row.UnrestrictedRate
 		}
+		if cred != nil {
+			row.CredentialRate = median(rates(cred))
+			if row.UnrestrictedRate > 0 {
+				row.CredentialRatio = row.CredentialRate / row.UnrestrictedRate
+			}
+		}
 		return row
 	}
 	lu, ll := summarize(nanos(u)), summarize(nanos(l))
@@ -347,12 +406,26 @@ func egressRow(sc egressScenario, backend string, u, l []int64) EgressRow {
 	if lu.P50 > 0 {
 		row.Ratio = ll.P50 / lu.P50
 	}
+	if cred != nil {
+		lc := summarize(nanos(cred))
+		row.Credential = &lc
+		row.CredentialAdded = &Added{P50: lc.P50 - lu.P50, P90: lc.P90 - lu.P90, P99: lc.P99 - lu.P99}
+		if lu.P50 > 0 {
+			row.CredentialRatio = lc.P50 / lu.P50
+		}
+	}
 	return row
 }
 
-// serveEgressUpstream is the upstream of the egress bench: /small answers
-// "ok", /bytes/N N zero bytes.
-func serveEgressUpstream(w http.ResponseWriter, r *http.Request) {
+// egressUpstream is the upstream of the egress bench: /small answers
+// "ok", /bytes/N N zero bytes. It keeps the last Authorization it got
+// (the credential box's must arrive as the secret's value).
+type egressUpstream struct{ auth atomic.Pointer[string] }
+
+func (u *egressUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		u.auth.Store(&auth)
+	}
 	if r.URL.Path == "/small" {
 		w.Header().Set("Content-Length", "3")
 		_, _ = io.WriteString(w, "ok\n")

@@ -11,11 +11,13 @@ import (
 // box's python3, which times everything itself (time.perf_counter_ns), so
 // that the figures are the network path's and not the exec's:
 //
-//	python3 egress.py MODE SCHEME ADDR NAME COUNT [CAFILE]
+//	python3 egress.py MODE SCHEME ADDR NAME COUNT [CAFILE [AUTH]]
 //
 // It always dials ADDR (port 80 or 443 by SCHEME) and names NAME, in the
 // Host header and for HTTPS in SNI and the certificate check (against
 // CAFILE): the box needs no lookup, so DNS is measured only where asked.
+// With AUTH, every request carries it as its Authorization header (a
+// secret's placeholder, which the proxy replaces).
 // MODE is one of
 //
 //   - fresh: COUNT GETs of /small, each on a new connection (connect, TLS
@@ -33,6 +35,7 @@ const egressClientPy = `import http.client, os, socket, ssl, struct, sys, time
 
 mode, scheme, addr, name, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 cafile = sys.argv[6] if len(sys.argv) > 6 else None
+headers = {"Authorization": sys.argv[7]} if len(sys.argv) > 7 else {}
 port = 443 if scheme == "https" else 80
 tls = ssl.create_default_context(cafile=cafile) if scheme == "https" else None
 now = time.perf_counter_ns
@@ -60,7 +63,7 @@ def conn():
     return Secure(name, port, timeout=30, context=tls) if tls else Plain(name, port, timeout=30)
 
 def get(c, path):
-    c.request("GET", path)
+    c.request("GET", path, headers=headers)
     r = c.getresponse()
     body = r.read()
     if r.status != 200:
@@ -86,7 +89,7 @@ def keepalive():
 def download():
     c = conn(); buf = bytearray(1 << 20); total = 0
     t = now()
-    c.request("GET", f"/bytes/{count}")
+    c.request("GET", f"/bytes/{count}", headers=headers)
     r = c.getresponse()
     if r.status != 200:
         fail(f"GET /bytes/{count}: status {r.status}")

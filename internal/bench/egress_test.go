@@ -67,20 +67,30 @@ func TestEgressRounds(t *testing.T) {
 
 func TestEgressRow(t *testing.T) {
 	ms := int64(time.Millisecond)
-	lat := egressRow(egressScenario{name: "x", mode: "fresh"}, "native", []int64{1 * ms, 2 * ms, 3 * ms}, []int64{2 * ms, 3 * ms, 5 * ms})
+	lat := egressRow(egressScenario{name: "x", mode: "fresh"}, "native", []int64{1 * ms, 2 * ms, 3 * ms}, []int64{2 * ms, 3 * ms, 5 * ms},
+		[]int64{3 * ms, 4 * ms, 9 * ms})
 	if lat.Unit != "ms" || lat.N != 3 || lat.Unrestricted.P50 != 2 || lat.Limited.P50 != 3 || lat.Added.P50 != 1 || lat.Added.P99 != 2 || lat.Ratio != 1.5 {
 		t.Errorf("latency row %+v, added %+v", lat, lat.Added)
 	}
+	if lat.Credential == nil || lat.Credential.P50 != 4 || lat.CredentialAdded.P50 != 2 || lat.CredentialAdded.P99 != 6 || lat.CredentialRatio != 2 {
+		t.Errorf("latency row with a credential %+v, added %+v", lat.Credential, lat.CredentialAdded)
+	}
+	// A lookup has no credential box.
+	if dns := egressRow(egressScenario{name: "z", mode: "dns"}, "native", []int64{ms}, []int64{ms}, nil); dns.Credential != nil || dns.CredentialRatio != 0 {
+		t.Errorf("lookup row %+v", dns)
+	}
 	// Downloads: pairs of bytes and ns; the median rate of each mode.
 	dl := egressRow(egressScenario{name: "y", mode: "download"}, "native",
-		[]int64{1e6, 1e9, 1e6, 4e9, 1e6, 2e9}, []int64{1e6, 4e9, 1e6, 4e9, 1e6, 2e9})
-	if dl.Unit != "MB/s" || dl.N != 3 || dl.Bytes != 1e6 || dl.UnrestrictedRate != 0.5 || dl.LimitedRate != 0.25 || dl.Ratio != 0.5 {
+		[]int64{1e6, 1e9, 1e6, 4e9, 1e6, 2e9}, []int64{1e6, 4e9, 1e6, 4e9, 1e6, 2e9}, []int64{1e6, 8e9, 1e6, 8e9, 1e6, 8e9})
+	if dl.Unit != "MB/s" || dl.N != 3 || dl.Bytes != 1e6 || dl.UnrestrictedRate != 0.5 || dl.LimitedRate != 0.25 || dl.Ratio != 0.5 ||
+		dl.CredentialRate != 0.125 || dl.CredentialRatio != 0.25 {
 		t.Errorf("download row %+v", dl)
 	}
 	var b bytes.Buffer
 	EgressReport{Rows: []EgressRow{lat, dl}, Notes: []string{"a note"}}.WriteTable(&b)
 	for _, want := range []string{"| x ", "2.000 / 3.000 / 3.000 ms", "+1.000 / +2.000 / +2.000 ms", "1.50x",
-		"3 × 1000000 B", "0.5 MB/s", "0.50x", "- a note"} {
+		"4.000 / 9.000 / 9.000 ms", "+2.000 / +6.000 / +6.000 ms", "2.00x",
+		"3 × 1000000 B", "0.5 MB/s", "0.50x", "0.1 MB/s", "0.25x", "- a note"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table has no %q:\n%s", want, b.String())
 		}
@@ -94,7 +104,7 @@ func TestServeEgressUpstream(t *testing.T) {
 		size int
 	}{{"/small", 200, 3}, {"/bytes/0", 200, 0}, {"/bytes/3000000", 200, 3000000}, {"/bytes/x", 404, -1}, {"/other", 404, -1}} {
 		rec := httptest.NewRecorder()
-		serveEgressUpstream(rec, httptest.NewRequest("GET", tc.path, nil))
+		(&egressUpstream{}).serve(rec, httptest.NewRequest("GET", tc.path, nil))
 		if rec.Code != tc.code || (tc.size >= 0 && rec.Body.Len() != tc.size) {
 			t.Errorf("GET %s: %d with %d bytes, want %d with %d", tc.path, rec.Code, rec.Body.Len(), tc.code, tc.size)
 		}
@@ -102,9 +112,10 @@ func TestServeEgressUpstream(t *testing.T) {
 }
 
 // TestRunEgressSmoke runs `astrabox bench egress` small on the native
-// backend: every row has its samples in both modes, the limited box's
-// traffic went through its proxy, and the upstream's namespace is gone
-// afterwards. No figure is checked. It needs root, iptables, ip and
+// backend: every row has its samples in each box (lookups in two), the
+// limited boxes' traffic went through their proxy (RunEgress checks that
+// the upstream got the credential box's secret), and the upstream's
+// namespace is gone afterwards. No figure is checked. It needs root, iptables, ip and
 // python3.
 func TestRunEgressSmoke(t *testing.T) {
 	testenv.NeedRoot(t)
@@ -132,16 +143,20 @@ func TestRunEgressSmoke(t *testing.T) {
 	}
 	for _, r := range rep.Rows {
 		ok := r.N > 0 && r.Ratio > 0
-		if r.Unit == "ms" {
-			ok = ok && r.N == 4 && r.Unrestricted != nil && r.Limited != nil && r.Added != nil && r.Limited.P50 > 0
-		} else {
-			ok = ok && r.N == 2 && r.Bytes == 256<<10 && r.UnrestrictedRate > 0 && r.LimitedRate > 0
+		switch {
+		case strings.HasPrefix(r.Scenario, "DNS"):
+			ok = ok && r.N == 4 && r.Limited != nil && r.Credential == nil
+		case r.Unit == "ms":
+			ok = ok && r.N == 4 && r.Unrestricted != nil && r.Limited != nil && r.Added != nil && r.Limited.P50 > 0 &&
+				r.Credential != nil && r.Credential.P50 > 0 && r.CredentialRatio > 0
+		default:
+			ok = ok && r.N == 2 && r.Bytes == 256<<10 && r.UnrestrictedRate > 0 && r.LimitedRate > 0 && r.CredentialRate > 0
 		}
 		if !ok {
 			t.Errorf("%s: samples missing: %+v", r.Scenario, r)
 		}
 	}
-	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "refused 0") {
+	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "refused 0") || !strings.Contains(rep.Notes[1], "refused 0") {
 		t.Errorf("notes: %q", rep.Notes)
 	}
 	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), fmt.Sprintf("ablbench-%d", os.Getpid()%100000)) {
