@@ -157,8 +157,9 @@ type scrubReader struct {
 	s     *scrubber
 	src   io.ReadCloser
 	count func(int)
+	buf   []byte // what is read into: held, then the new bytes
 	held  []byte // read, not scanned yet (a credential may begin here)
-	ready []byte // scanned and replaced, not returned yet
+	ready []byte // scanned and replaced, not returned yet (may be in buf)
 	n     int
 	err   error
 }
@@ -172,10 +173,16 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 			}
 			return 0, r.err
 		}
-		buf := make([]byte, len(r.held)+scrubChunk)
-		copy(buf, r.held)
-		m, err := r.src.Read(buf[len(r.held):])
-		out, tail, n := r.s.replaceUpTo(buf[:len(r.held)+m], err != nil)
+		// ready is empty: buf may be written again.
+		if r.buf == nil {
+			r.buf = make([]byte, r.s.maxOld+scrubChunk)
+		}
+		buf := r.buf[:copy(r.buf, r.held)]
+		m, err := io.ReadAtLeast(r.src, r.buf[len(buf):], 1)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		out, tail, n := r.s.replaceUpTo(r.buf[:len(buf)+m], err != nil)
 		r.n += n
 		r.ready = out[:len(out)-tail]
 		r.held = append(r.held[:0], out[len(out)-tail:]...)
@@ -186,8 +193,10 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// scrubChunk is how much a scrubReader reads from its source at a time.
-const scrubChunk = 32 << 10
+// scrubChunk is how much a scrubReader reads from its source at a time:
+// each becomes a chunk of the response to the box, so a large one keeps
+// the writes to it few.
+const scrubChunk = 256 << 10
 
 func (r *scrubReader) Close() error { return r.src.Close() }
 

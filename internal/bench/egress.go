@@ -310,9 +310,9 @@ func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet
 	for _, i := range []int{1, 2} {
 		lb := m.Box(boxes[i].id)
 		if lb == nil || lb.Allowed.Load() == 0 {
-			return fmt.Errorf("bench: %s: the %s box's traffic did not go through its egress proxy", backend, kinds[i].label)
+			return fmt.Errorf("bench: %s: the traffic of the box of network %s did not go through its egress proxy", backend, kinds[i].label)
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the proxy of the %s box allowed %d connections and lookups and refused %d",
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the proxy of the box of network %s allowed %d connections and lookups and refused %d",
 			backend, kinds[i].label, lb.Allowed.Load(), lb.Refused.Load()))
 	}
 	return nil
