@@ -161,9 +161,8 @@ func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
 // name the connection was allowed and, for TLS, verified for; scheme and
 // port are the connection's), writes them to up and copies each response
 // back, scrubbed of credentials (scrub.go). An upgrade (101) turns into a
-// plain two-way copy. The
-// bindings are read for each request, so a vault change applies to
-// connections already open.
+// plain two-way copy. The bindings are read for each request, so a vault
+// change applies to connections already open.
 func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, scheme string, port int) {
 	upr := bufio.NewReader(up)
 	for {

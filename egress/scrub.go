@@ -25,11 +25,12 @@ import (
 // sent with its new length; a longer one, or one of unknown length, is
 // scrubbed as it streams (a credential split across reads is still found)
 // and goes to the box chunked, or delimited by the connection's end for an
-// HTTP/1.0 request.
-// The proxy asks such upstreams for uncompressed bodies (Accept-Encoding:
-// identity); one that compresses anyway with gzip or deflate is decoded
-// and scrubbed, any other content coding cannot be read and is refused
-// with a 502 (bodyUnscrubbable).
+// HTTP/1.0 request. The proxy asks such upstreams for uncompressed bodies
+// (Accept-Encoding: identity); one that compresses anyway with gzip or
+// deflate is decoded and scrubbed, any other content coding cannot be read
+// and is refused with a 502 (bodyUnscrubbable). After a protocol upgrade
+// (101, a WebSocket) the connection's bytes are copied as they are: only
+// the 101's headers are scrubbed.
 
 // withheldMark replaces a binding's credential in a response.
 const withheldMark = "[credential withheld by AstraBox]"
@@ -75,12 +76,8 @@ func newScrubber(secrets []Secret, bindings []Binding) *scrubber {
 // empty reports a scrubber with nothing to replace.
 func (s *scrubber) empty() bool { return len(s.swaps) == 0 }
 
-// scrubHeaders rewrites h's values as the comment above says; it returns
+// headers rewrites h's values as the comment at the top says; it returns
 // how many values it changed.
-func scrubHeaders(h http.Header, secrets []Secret, bindings []Binding) int {
-	return newScrubber(secrets, bindings).headers(h)
-}
-
 func (s *scrubber) headers(h http.Header) int {
 	n := 0
 	for k, vs := range h {

@@ -37,7 +37,7 @@ func TestScrubHeaders(t *testing.T) {
 			http.Header{"Set-Cookie": {"a=ghp_realvalue123", "b=1"}}, http.Header{"Set-Cookie": {"a=abx-secret-0001", "b=1"}}, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if n := scrubHeaders(tt.in, secrets, bindings); n != tt.count {
+			if n := newScrubber(secrets, bindings).headers(tt.in); n != tt.count {
 				t.Errorf("changed %d values, want %d", n, tt.count)
 			}
 			for k, vs := range tt.want {
