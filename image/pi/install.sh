@@ -20,7 +20,7 @@ esac
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/astrabox-pi.XXXXXX")
 # The chroot resolves the mirror with the host's resolver while apt runs;
-# the image keeps the resolv.conf it had (none, from debootstrap).
+# the image keeps the resolv.conf it had (debootstrap copies the host's).
 had_resolv=0
 [ ! -e "$ROOT/etc/resolv.conf" ] || { had_resolv=1; cp -a "$ROOT/etc/resolv.conf" "$work/resolv.conf"; }
 restore() {
