@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
@@ -58,9 +59,28 @@ const maxSystemBundle = 8 << 20
 // has (TrustBundle). A box without system roots gets a bundle of the CA
 // alone.
 func InstallTrust(ctx context.Context, ex *execdclient.Client, caPEM []byte) error {
+	return installTrust(ctx, execdFiles{ex}, caPEM)
+}
+
+// WriteTrust is InstallTrust in this process's own file system: what a
+// box's init does, inside the box, before it starts the entrypoint, so
+// that the entrypoint's first TLS call already trusts the proxy.
+func WriteTrust(caPEM []byte) error {
+	return installTrust(context.Background(), localFiles{}, caPEM)
+}
+
+// trustFiles are the file operations installTrust needs.
+type trustFiles interface {
+	// read returns the file at path, refusing one over limit bytes.
+	read(ctx context.Context, path string, limit int64) ([]byte, error)
+	mkdir(ctx context.Context, dir string) error
+	write(ctx context.Context, path string, data []byte) error
+}
+
+func installTrust(ctx context.Context, files trustFiles, caPEM []byte) error {
 	var bundle bytes.Buffer
 	for _, p := range systemBundles {
-		b, err := readBounded(ctx, ex, p, maxSystemBundle)
+		b, err := files.read(ctx, p, maxSystemBundle)
 		if err != nil {
 			continue
 		}
@@ -71,27 +91,68 @@ func InstallTrust(ctx context.Context, ex *execdclient.Client, caPEM []byte) err
 		break
 	}
 	bundle.Write(caPEM)
-	if err := ex.MakeDirs(ctx, map[string]wire.Permission{TrustDir: {Mode: 755}}); err != nil {
+	if err := files.mkdir(ctx, TrustDir); err != nil {
 		return fmt.Errorf("create %s: %w", TrustDir, err)
 	}
-	if err := ex.WriteFile(ctx, TrustCA, caPEM, 644); err != nil {
+	if err := files.write(ctx, TrustCA, caPEM); err != nil {
 		return fmt.Errorf("write %s: %w", TrustCA, err)
 	}
-	if err := ex.WriteFile(ctx, TrustBundle, bundle.Bytes(), 644); err != nil {
+	if err := files.write(ctx, TrustBundle, bundle.Bytes()); err != nil {
 		return fmt.Errorf("write %s: %w", TrustBundle, err)
 	}
 	return nil
 }
 
-// readBounded reads the file at path in the box, refusing one over limit
-// bytes.
-func readBounded(ctx context.Context, ex *execdclient.Client, path string, limit int64) ([]byte, error) {
-	body, err := ex.Download(ctx, path, 0, 0)
+// execdFiles are a box's files through its execd.
+type execdFiles struct{ ex *execdclient.Client }
+
+func (f execdFiles) read(ctx context.Context, path string, limit int64) ([]byte, error) {
+	body, err := f.ex.Download(ctx, path, 0, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	return readLimited(body, path, limit)
+}
+
+func (f execdFiles) mkdir(ctx context.Context, dir string) error {
+	return f.ex.MakeDirs(ctx, map[string]wire.Permission{dir: {Mode: 755}})
+}
+
+func (f execdFiles) write(ctx context.Context, path string, data []byte) error {
+	return f.ex.WriteFile(ctx, path, data, 644)
+}
+
+// localFiles are this process's files.
+type localFiles struct{}
+
+func (localFiles) read(_ context.Context, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readLimited(f, path, limit)
+}
+
+func (localFiles) mkdir(_ context.Context, dir string) error { return os.MkdirAll(dir, 0o755) }
+
+// write replaces path with a file of data, readable by every user of
+// the box (a file of that name is replaced, not followed if a link).
+func (localFiles) write(_ context.Context, path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil { // past the umask
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readLimited reads r, the file at path, refusing more than limit bytes.
+func readLimited(r io.Reader, path string, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, err
 	}

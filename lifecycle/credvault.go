@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/astrabox/astrabox/egress"
-	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
@@ -42,32 +40,15 @@ func (s *Service) credentialProxyReady() error {
 	return nil
 }
 
-// startCredentialProxy makes rec's box, just created, trust the egress CA.
-// A box its backend did not put behind this server's egress proxy (a
-// backend whose network limited is its own) is refused.
-func (s *Service) startCredentialProxy(ctx context.Context, rec *store.Sandbox) error {
+// startCredentialProxy checks that rec's box, just created, is behind this
+// server's egress proxy (its backend, having capability EgressProxy,
+// installed the proxy's CA in it before its entrypoint started). A box
+// its backend did not put there is refused.
+func (s *Service) startCredentialProxy(rec *store.Sandbox) error {
 	if s.cfg.Egress.Box(rec.ID) == nil {
 		return sandbox.Errorf(sandbox.CodeCapability, "credentialProxy: backend %s does not route network limited through this server's egress proxy", rec.Backend)
 	}
-	ex, err := s.execd(ctx, rec)
-	if err != nil {
-		return err
-	}
-	if err := egress.InstallTrust(ctx, ex, s.cfg.Egress.CA().CertPEM()); err != nil {
-		return fmt.Errorf("credentialProxy: install the egress CA in sandbox %s: %w", rec.ID, err)
-	}
 	return nil
-}
-
-// execd returns a client of rec's execd through its backend.
-func (s *Service) execd(ctx context.Context, rec *store.Sandbox) (*execdclient.Client, error) {
-	tok, err := s.AccessToken(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	r := *rec
-	return execdclient.New("http://execd", execdclient.WithToken(tok),
-		execdclient.WithDialer(func(ctx context.Context) (net.Conn, error) { return s.Dial(ctx, &r) })), nil
 }
 
 // vaultSandbox returns the record and policy of sandbox id if it may have

@@ -80,8 +80,10 @@ type Capabilities struct {
 	// EgressProxy says that the backend's network limited goes through
 	// the egress proxy it was given, the server's: what delivering
 	// credentials needs (Spec.CredentialProxy, a Session's protected
-	// secrets). A backend whose limited mode is another's (a remote
-	// server's) leaves it false.
+	// secrets). Such a backend installs the proxy's CA in a box created
+	// with CredentialProxy before the box runs its entrypoint
+	// (egress.InstallTrust's files). A backend whose limited mode is
+	// another's (a remote server's) leaves it false.
 	EgressProxy bool `json:"egressProxy,omitempty"`
 }
 

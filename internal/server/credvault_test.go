@@ -112,7 +112,10 @@ func credentialVault(t *testing.T, backend string) {
 	defer cancel()
 	c := client.New(e.URL, servertest.Key)
 	timeout := int64(600)
-	req := wire.CreateSandboxRequest{Timeout: &timeout, Entrypoint: []string{"sleep", "infinity"},
+	// The entrypoint notes whether the trust bundle was there when it
+	// started.
+	entrypoint := []string{"sh", "-c", "if [ -s " + egress.TrustBundle + " ]; then echo yes; else echo no; fi >/tmp/trust-at-start; exec sleep infinity"}
+	req := wire.CreateSandboxRequest{Timeout: &timeout, Entrypoint: entrypoint,
 		NetworkPolicy:   &wire.NetworkPolicy{DefaultAction: "allow", Egress: []wire.NetworkRule{{Action: "allow", Target: "vault.test"}}},
 		CredentialProxy: &wire.CredentialProxyConfig{Enabled: true}}
 	if e.Image != "" {
@@ -175,6 +178,15 @@ func credentialVault(t *testing.T, backend string) {
 		if err := ex.WriteFile(ctx, name, b, 644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The bundle was in place before the entrypoint started.
+	for i := 0; ; i++ {
+		if got := run("cat /tmp/trust-at-start 2>/dev/null"); got == "yes" {
+			break
+		} else if got == "no" || i == 50 {
+			t.Fatalf("the entrypoint found the trust bundle at its start: %q", got)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// The box trusts the egress CA by default (its bundle and variables).
 	env := run(`printf '%s|%s|%s' "$SSL_CERT_FILE" "$CURL_CA_BUNDLE" "$NODE_EXTRA_CA_CERTS"`)

@@ -235,6 +235,17 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	if p.local {
 		_ = os.Remove(filepath.Join(p.runDir(id), tokenName))
 	}
+	if spec.CredentialProxy {
+		// Before the entrypoint, so that its first TLS call trusts the
+		// proxy.
+		ca := p.cfg.Egress.CA() // Egress is set: Check refused CredentialProxy otherwise
+		if ca == nil {
+			return sandbox.Info{}, sandbox.Errorf(sandbox.CodeCapability, "credentialProxy: the egress proxy has no CA to terminate TLS with")
+		}
+		if err := egress.InstallTrust(ctx, p.execdClient(id, st), ca.CertPEM()); err != nil {
+			return sandbox.Info{}, fmt.Errorf("credentialProxy: install the egress CA: %w", err)
+		}
+	}
 	if len(spec.Entrypoint) > 0 {
 		if err := p.startEntrypoint(ctx, created.ID, spec.Entrypoint); err != nil {
 			return sandbox.Info{}, err
@@ -250,9 +261,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 func (p *Provider) waitReady(ctx context.Context, id string, st boxState) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
-	c := execdclient.New("http://execd", execdclient.WithToken(st.Token), execdclient.WithDialer(func(ctx context.Context) (net.Conn, error) {
-		return p.dialState(ctx, id, st)
-	}))
+	c := p.execdClient(id, st)
 	delay := 5 * time.Millisecond
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -274,6 +283,13 @@ func (p *Provider) waitReady(ctx context.Context, id string, st boxState) error 
 		}
 		delay = min(2*delay, 100*time.Millisecond)
 	}
+}
+
+// execdClient is a client of box id's execd (st is its state).
+func (p *Provider) execdClient(id string, st boxState) *execdclient.Client {
+	return execdclient.New("http://execd", execdclient.WithToken(st.Token), execdclient.WithDialer(func(ctx context.Context) (net.Conn, error) {
+		return p.dialState(ctx, id, st)
+	}))
 }
 
 // startEntrypoint runs the Spec's entrypoint beside execd, as root in

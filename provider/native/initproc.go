@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/astrabox/astrabox/egress"
 	"golang.org/x/sys/unix"
 )
 
@@ -122,6 +123,12 @@ func supervise(cfg *initConfig, d Daemon, out *initOutput, deadline initDeadline
 	lf.Close()
 	if err != nil {
 		return fmt.Errorf("execd listener: %w", err)
+	}
+	if len(cfg.TrustCA) > 0 {
+		// Before execd answers, so that the box is Running only with it.
+		if err := egress.WriteTrust(cfg.TrustCA); err != nil {
+			return fmt.Errorf("install the egress CA: %w", err)
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
