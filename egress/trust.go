@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
@@ -66,7 +67,7 @@ func InstallTrust(ctx context.Context, ex *execdclient.Client, caPEM []byte) err
 // box's init does, inside the box, before it starts the entrypoint, so
 // that the entrypoint's first TLS call already trusts the proxy.
 func WriteTrust(caPEM []byte) error {
-	return installTrust(context.Background(), localFiles{}, caPEM)
+	return installTrust(context.Background(), localFiles{root: "/"}, caPEM)
 }
 
 // trustFiles are the file operations installTrust needs.
@@ -123,11 +124,11 @@ func (f execdFiles) write(ctx context.Context, path string, data []byte) error {
 	return f.ex.WriteFile(ctx, path, data, 644)
 }
 
-// localFiles are this process's files.
-type localFiles struct{}
+// localFiles are this process's files under root.
+type localFiles struct{ root string }
 
-func (localFiles) read(_ context.Context, path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+func (l localFiles) read(_ context.Context, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(filepath.Join(l.root, path))
 	if err != nil {
 		return nil, err
 	}
@@ -135,16 +136,29 @@ func (localFiles) read(_ context.Context, path string, limit int64) ([]byte, err
 	return readLimited(f, path, limit)
 }
 
-func (localFiles) mkdir(_ context.Context, dir string) error { return os.MkdirAll(dir, 0o755) }
+func (l localFiles) mkdir(_ context.Context, dir string) error {
+	return os.MkdirAll(filepath.Join(l.root, dir), 0o755)
+}
 
 // write replaces path with a file of data, readable by every user of
 // the box (a file of that name is replaced, not followed if a link).
-func (localFiles) write(_ context.Context, path string, data []byte) error {
+func (l localFiles) write(_ context.Context, path string, data []byte) error {
+	path = filepath.Join(l.root, path)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	_ = os.Remove(tmp) // a file or link of that name: never followed (O_EXCL)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil { // past the umask
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644) // past the umask
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)
