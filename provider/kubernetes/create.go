@@ -262,6 +262,9 @@ func (p *Provider) waitExecd(ctx context.Context, id string, st boxState) error 
 		err := c.Ping(pctx)
 		pcancel()
 		if err == nil {
+			// The ping's connection is a stream pair on the Pod's
+			// port-forward connection: not left open for nobody.
+			c.HTTPClient().CloseIdleConnections()
 			return nil
 		}
 		if time.Now().After(nextCheck) {

@@ -107,6 +107,11 @@ type forwarder struct {
 	// (no longer given to new dials) closes conn when the last one goes.
 	active  int
 	retired bool
+	// failed is called once when the kubelet reports an error for a
+	// stream pair (the port was not listening, say): the connection is
+	// retired then (see dial).
+	failed func()
+	once   sync.Once
 }
 
 // errStreamWait reports a stream pair that did not open within its wait.
@@ -164,6 +169,7 @@ func (p *Provider) forwarder(ctx context.Context, name string) (f *forwarder, fr
 		return nil, false, fmt.Errorf("port-forward to pod %s: %w", name, r.err)
 	}
 	f = &forwarder{conn: r.conn}
+	f.failed = func() { p.retireForwarder(name, f) }
 	p.mu.Lock()
 	if old := p.fwd[name]; old != nil {
 		p.mu.Unlock()
@@ -281,6 +287,16 @@ func (f *forwarder) dial(port int) (net.Conn, error) {
 			c.remoteErr <- err
 		case len(msg) > 0:
 			c.remoteErr <- fmt.Errorf("port-forward: %s", msg)
+			// The far end gave the pair up (the port refused it) and
+			// reads no more of its data stream, while what this end had
+			// sent already sits in one of the far end's frame workers,
+			// which then stops serving every stream it shares with it:
+			// a later pair on this connection could wait for its reply
+			// until the far end times the pair out. New dials get a
+			// fresh connection instead.
+			if f.failed != nil {
+				f.once.Do(f.failed)
+			}
 		}
 		close(c.remoteErr)
 	}()
@@ -298,19 +314,27 @@ type streamConn struct {
 	once      sync.Once
 }
 
+// Read reads the data stream; at its end, an error the kubelet wrote on
+// the error stream (it closes both then) is returned instead of io.EOF.
 func (c *streamConn) Read(b []byte) (int, error) {
 	n, err := c.data.Read(b)
 	if err == io.EOF {
+		t := time.NewTimer(remoteErrWait)
+		defer t.Stop()
 		select {
 		case rerr, ok := <-c.remoteErr:
 			if ok && rerr != nil {
 				return n, rerr
 			}
-		default:
+		case <-t.C:
 		}
 	}
 	return n, err
 }
+
+// remoteErrWait bounds how long Read waits, at the data stream's end, for
+// the error stream's.
+const remoteErrWait = time.Second
 
 func (c *streamConn) Write(b []byte) (int, error) { return c.data.Write(b) }
 
