@@ -4,6 +4,7 @@ import { useClient } from "../auth";
 import { errorText } from "../api/client";
 import type { Agent, AgentRequest, RuntimeProfile, Vault } from "../api/types";
 import { toggleId } from "./vaults";
+import { FormFooter } from "../ui/FormFooter";
 
 interface Props {
   agent: Agent | null;
@@ -108,19 +109,7 @@ export function AgentForm({ agent, profiles, vaults: loaded, onDone, onCancel }:
         Instructions
         <textarea rows={3} value={f.instructions} onChange={(e) => set("instructions", e.target.value)} />
       </label>
-      {error && (
-        <p role="alert" className="error span-all">
-          {error}
-        </p>
-      )}
-      <div className="actions span-all">
-        <button type="submit" className="primary" disabled={busy}>
-          {busy ? "Saving…" : "Save"}
-        </button>
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
+      <FormFooter error={error} busy={busy} onCancel={onCancel} />
     </form>
   );
 }

@@ -3,6 +3,7 @@ import { useState, type FormEvent } from "react";
 import { useClient } from "../auth";
 import { errorText } from "../api/client";
 import type { RuntimeProfile } from "../api/types";
+import { FormFooter } from "../ui/FormFooter";
 
 interface Props {
   profile: RuntimeProfile | null;
@@ -96,19 +97,7 @@ export function ProfileForm({ profile, onDone, onCancel }: Props) {
         Idle timeout (seconds)
         <input type="number" min={0} value={f.idleTimeout} onChange={(e) => set("idleTimeout", Number(e.target.value))} />
       </label>
-      {error && (
-        <p role="alert" className="error span-all">
-          {error}
-        </p>
-      )}
-      <div className="actions span-all">
-        <button type="submit" className="primary" disabled={busy}>
-          {busy ? "Saving…" : "Save"}
-        </button>
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
+      <FormFooter error={error} busy={busy} onCancel={onCancel} />
     </form>
   );
 }

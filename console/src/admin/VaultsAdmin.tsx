@@ -8,6 +8,7 @@ import type { Agent, Vault } from "../api/types";
 import { useAsync } from "../ui/useAsync";
 import { relativeTime } from "../ui/format";
 import { Empty, ErrorBanner, Loading } from "../ui/states";
+import { FormFooter } from "../ui/FormFooter";
 import { SECRET_NAME, agentsUsing, blankSecret, delivery, deleteErrorText, destination, secretFields, secretRequest, type SecretFields } from "./vaults";
 
 export function VaultsAdmin() {
@@ -84,19 +85,7 @@ function VaultForm({ onDone, onCancel }: { onDone: () => void; onCancel: () => v
         Description
         <input value={f.description} onChange={(e) => setF({ ...f, description: e.target.value })} maxLength={4096} />
       </label>
-      {error && (
-        <p role="alert" className="error span-all">
-          {error}
-        </p>
-      )}
-      <div className="actions span-all">
-        <button type="submit" className="primary" disabled={busy}>
-          {busy ? "Saving…" : "Save"}
-        </button>
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
+      <FormFooter error={error} busy={busy} onCancel={onCancel} />
     </form>
   );
 }
@@ -292,19 +281,7 @@ function SecretForm({
         Format
         <input value={f.format} onChange={(e) => set("format", e.target.value)} placeholder="Bearer {value}" spellCheck={false} />
       </label>
-      {error && (
-        <p role="alert" className="error span-all">
-          {error}
-        </p>
-      )}
-      <div className="actions span-all">
-        <button type="submit" className="primary" disabled={busy}>
-          {busy ? "Saving…" : "Save secret"}
-        </button>
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
+      <FormFooter error={error} busy={busy} onCancel={onCancel} saveLabel="Save secret" />
     </form>
   );
 }
