@@ -113,6 +113,16 @@ func (m *Manager) Box(id string) *Box {
 // (nil when the Manager has none: secrets then reach only plain HTTP).
 func (m *Manager) CA() *CA { return m.cfg.CA }
 
+// CredentialProxyCA returns the CA certificate (PEM) a box created with
+// credentialProxy must trust; CAPABILITY_NOT_SUPPORTED when the Manager
+// has no CA to terminate TLS with.
+func (m *Manager) CredentialProxyCA() ([]byte, error) {
+	if m.cfg.CA == nil {
+		return nil, sandbox.Errorf(sandbox.CodeCapability, "credentialProxy: the egress proxy has no CA to terminate TLS with")
+	}
+	return m.cfg.CA.CertPEM(), nil
+}
+
 // Close closes every gate (and so every box's proxy).
 func (m *Manager) Close() {
 	m.mu.Lock()

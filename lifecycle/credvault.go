@@ -40,11 +40,11 @@ func (s *Service) credentialProxyReady() error {
 	return nil
 }
 
-// startCredentialProxy checks that rec's box, just created, is behind this
+// checkCredentialProxy checks that rec's box, just created, is behind this
 // server's egress proxy (its backend, having capability EgressProxy,
 // installed the proxy's CA in it before its entrypoint started). A box
 // its backend did not put there is refused.
-func (s *Service) startCredentialProxy(rec *store.Sandbox) error {
+func (s *Service) checkCredentialProxy(rec *store.Sandbox) error {
 	if s.cfg.Egress.Box(rec.ID) == nil {
 		return sandbox.Errorf(sandbox.CodeCapability, "credentialProxy: backend %s does not route network limited through this server's egress proxy", rec.Backend)
 	}

@@ -386,7 +386,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		return rec, err
 	}
 	if spec.CredentialProxy {
-		if err := s.startCredentialProxy(rec); err != nil {
+		if err := s.checkCredentialProxy(rec); err != nil {
 			s.log.Warn("sandbox credential proxy failed; deleting the sandbox", "sandbox_id", rec.ID, "err", err)
 			if derr := s.Delete(context.WithoutCancel(ctx), rec.ID, "credential_proxy_failed"); derr != nil {
 				s.log.Warn("delete sandbox", "sandbox_id", rec.ID, "err", derr)

@@ -292,7 +292,7 @@ func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet
 			for k := range n {
 				i := (k + r) % n // the boxes take turns at going first
 				auth := ""
-				if i == 2 {
+				if kinds[i].secret {
 					auth = "Bearer " + egressPlaceholder
 				}
 				vs, err := runEgressClient(ctx, boxes[i].c, sc, up.Addr.String(), count, auth)

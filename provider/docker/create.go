@@ -238,11 +238,11 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	if spec.CredentialProxy {
 		// Before the entrypoint, so that its first TLS call trusts the
 		// proxy.
-		ca := p.cfg.Egress.CA() // Egress is set: Check refused CredentialProxy otherwise
-		if ca == nil {
-			return sandbox.Info{}, sandbox.Errorf(sandbox.CodeCapability, "credentialProxy: the egress proxy has no CA to terminate TLS with")
+		ca, err := p.cfg.Egress.CredentialProxyCA() // Egress is set: Check refused CredentialProxy otherwise
+		if err != nil {
+			return sandbox.Info{}, err
 		}
-		if err := egress.InstallTrust(ctx, p.execdClient(id, st), ca.CertPEM()); err != nil {
+		if err := egress.InstallTrust(ctx, p.execdClient(id, st), ca); err != nil {
 			return sandbox.Info{}, fmt.Errorf("credentialProxy: install the egress CA: %w", err)
 		}
 	}

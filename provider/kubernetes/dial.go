@@ -107,11 +107,10 @@ type forwarder struct {
 	// (no longer given to new dials) closes conn when the last one goes.
 	active  int
 	retired bool
-	// failed is called once when the kubelet reports an error for a
-	// stream pair (the port was not listening, say): the connection is
-	// retired then (see dial).
+	// failed is called when the kubelet reports an error for a stream
+	// pair (the port was not listening, say): it retires the connection
+	// (see dial), which may happen more than once.
 	failed func()
-	once   sync.Once
 }
 
 // errStreamWait reports a stream pair that did not open within its wait.
@@ -291,11 +290,11 @@ func (f *forwarder) dial(port int) (net.Conn, error) {
 			// reads no more of its data stream, while what this end had
 			// sent already sits in one of the far end's frame workers,
 			// which then stops serving every stream it shares with it:
-			// a later pair on this connection could wait for its reply
-			// until the far end times the pair out. New dials get a
-			// fresh connection instead.
+			// a later pair on this connection whose streams that worker
+			// serves waits for its reply (for as long as it is let).
+			// New dials get a fresh connection instead.
 			if f.failed != nil {
-				f.once.Do(f.failed)
+				f.failed()
 			}
 		}
 		close(c.remoteErr)

@@ -129,12 +129,10 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 	cfg.ShmBytes = min(res.MemoryBytes/2, 64<<20)
 	cfg.Env = boxEnv(spec.Env)
 	cfg.Entrypoint = spec.Entrypoint
-	if spec.CredentialProxy {
-		ca := p.cfg.Egress.CA() // Egress is set: Check refused CredentialProxy otherwise
-		if ca == nil {
-			return sandbox.Info{}, sandbox.Errorf(sandbox.CodeCapability, "credentialProxy: the egress proxy has no CA to terminate TLS with")
+	if spec.CredentialProxy { // Egress is set: Check refused CredentialProxy otherwise
+		if cfg.TrustCA, err = p.cfg.Egress.CredentialProxyCA(); err != nil {
+			return sandbox.Info{}, err
 		}
-		cfg.TrustCA = ca.CertPEM()
 	}
 	vols, volFDs, err := p.openVolumes(id, spec.Volumes)
 	if err != nil {

@@ -410,6 +410,17 @@ func fileTag(t testing.TB, path string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
+// pathTag names a file by its absolute path alone (what stays when the
+// file is rebuilt), as fileTag names its content.
+func pathTag(t testing.TB, path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:6])
+}
+
 // dockerImport loads a rootfs tarball into the engine under a tag derived
 // from the file, unless an earlier run did, and returns the image name.
 // The tag imported last for the file's path is kept in a marker file in
@@ -430,9 +441,7 @@ func dockerImport(t testing.TB, p *docker.Provider, rootfs string) string {
 		if err := p.ImportRootfs(ctx, name, f); err != nil {
 			t.Fatalf("import %s: %v", rootfs, err)
 		}
-		abs, _ := filepath.Abs(rootfs)
-		sum := sha256.Sum256([]byte(abs))
-		marker := filepath.Join(os.TempDir(), "astrabox-test-docker-images", hex.EncodeToString(sum[:6]))
+		marker := filepath.Join(os.TempDir(), "astrabox-test-docker-images", pathTag(t, rootfs))
 		if prev, err := os.ReadFile(marker); err == nil && string(prev) != name {
 			if err := p.RemoveImage(ctx, string(prev)); err != nil {
 				t.Logf("remove the outdated test image %s: %v", prev, err)
@@ -456,12 +465,7 @@ func nativeImage(t testing.TB, rootfs string) (func(string) (string, error), str
 	if err != nil {
 		t.Fatal(err)
 	}
-	abs, err := filepath.Abs(rootfs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte(abs))
-	repo := "rootfs-" + hex.EncodeToString(sum[:6])
+	repo := "rootfs-" + pathTag(t, rootfs)
 	name := repo + ":" + fileTag(t, rootfs)
 	if _, err := st.Resolve(name); sandbox.CodeOf(err) == sandbox.CodeImageNotFound {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
