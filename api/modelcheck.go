@@ -120,7 +120,7 @@ func checkModel(ctx context.Context, c *http.Client, base, key, model string) Mo
 	res.Status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return done(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, endpointMessage(b)))
+		return done(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, endpointMessage([]byte(hideKey(string(b), key)))))
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
@@ -143,7 +143,7 @@ func checkModel(ctx context.Context, c *http.Client, base, key, model string) Mo
 			return done("the stream is not Chat Completions chunks")
 		}
 		if chunk.Error != nil {
-			return done("stream error: " + shorten(chunk.Error.Message))
+			return done("stream error: " + shorten(hideKey(chunk.Error.Message, key)))
 		}
 		return done("")
 	}
@@ -151,6 +151,16 @@ func checkModel(ctx context.Context, c *http.Client, base, key, model string) Mo
 		return done(fmt.Sprintf("no chunk within %s", modelCheckTimeout))
 	}
 	return done("the stream ended without a chunk")
+}
+
+// hideKey replaces key in s, an endpoint's text that may quote the
+// request's credential: the key is write-only, even to the profile's
+// editors. It runs before any shortening, which could cut the key.
+func hideKey(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[model key]")
 }
 
 // endpointMessage is the message of an OpenAI-style error body, or the

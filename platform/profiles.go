@@ -24,8 +24,35 @@ type RuntimeProfile struct {
 // modelAPIs are the model wires a profile may name.
 var modelAPIs = []string{"openai-chat"}
 
-// keyAAD binds a sealed model key to its profile.
-func keyAAD(profile string) string { return "profile:" + profile + ":model.api_key" }
+// keyAAD binds a sealed model key to its profile and its destination
+// (the endpoint's canonical base URL and wire): a key copied to another
+// profile, or an endpoint changed in the database, does not open.
+func keyAAD(profile string, m *lifecycle.ModelEndpoint) string {
+	return strings.Join([]string{"profile", profile, "model.api_key", modelDestination(m.BaseURL), modelAPI(m)}, "\x00")
+}
+
+// legacyKeyAAD is how keys were sealed before they were bound to their
+// destination; such keys still open, and ResealModelKeys binds them.
+func legacyKeyAAD(profile string) string { return "profile:" + profile + ":model.api_key" }
+
+// modelDestination is the canonical form of a model base URL (scheme and
+// host lower-cased, no trailing slash), what a sealed key is bound to.
+func modelDestination(raw string) string {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return raw
+	}
+	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	return u.String()
+}
+
+// modelAPI is the endpoint's wire, "openai-chat" when unnamed.
+func modelAPI(m *lifecycle.ModelEndpoint) string {
+	if m.API == "" {
+		return "openai-chat"
+	}
+	return m.API
+}
 
 // RuntimeProfile returns the named profile (PROFILE_NOT_FOUND if none).
 func (s *Service) RuntimeProfile(ctx context.Context, name string) (lifecycle.Profile, error) {
@@ -87,12 +114,19 @@ func (s *Service) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (R
 			return RuntimeProfile{}, invalid("model.api_key_sealed is set by the server; send model.api_key")
 		}
 		if m.APIKey != "" {
-			sealed, err := s.cfg.Vault.Seal([]byte(m.APIKey), keyAAD(p.Name))
+			sealed, err := s.cfg.Vault.Seal([]byte(m.APIKey), keyAAD(p.Name, m))
 			if err != nil {
 				return RuntimeProfile{}, fmt.Errorf("seal model key: %w", err)
 			}
 			m.APIKey, m.SealedKey = "", sealed
-		} else if old, err := s.cfg.Sandboxes.LookupProfile(ctx, p.Name); err == nil && old.Model != nil {
+		} else if old, err := s.cfg.Sandboxes.LookupProfile(ctx, p.Name); err == nil && old.Model != nil && old.Model.SealedKey != "" {
+			// The write-only key is bound to where it goes: keeping it for
+			// another endpoint would let anyone who may edit the profile
+			// send it there (test-model, a Session).
+			if modelDestination(old.Model.BaseURL) != modelDestination(m.BaseURL) || modelAPI(old.Model) != m.API {
+				return RuntimeProfile{}, invalid("model.api_key is required: the stored key is bound to %s and the endpoint changed (send the key again, or keep base_url and api)",
+					modelDestination(old.Model.BaseURL))
+			}
 			m.SealedKey = old.Model.SealedKey
 		}
 	}
@@ -131,11 +165,22 @@ func (s *Service) ModelKey(p lifecycle.Profile) (string, error) {
 	if p.Model.SealedKey == "" {
 		return "", nil
 	}
-	k, err := s.cfg.Vault.Open(p.Model.SealedKey, keyAAD(p.Name))
-	if err != nil {
-		return "", fmt.Errorf("open model key of profile %s: %w", p.Name, err)
+	k, _, err := s.openModelKey(p)
+	return string(k), err
+}
+
+// openModelKey opens p's sealed key under its bound AAD, or under the
+// legacy profile-only AAD (legacy true) for a key sealed before keys were
+// bound to their endpoint.
+func (s *Service) openModelKey(p lifecycle.Profile) (key []byte, legacy bool, err error) {
+	k, err := s.cfg.Vault.Open(p.Model.SealedKey, keyAAD(p.Name, p.Model))
+	if err == nil {
+		return k, false, nil
 	}
-	return string(k), nil
+	if k, lerr := s.cfg.Vault.Open(p.Model.SealedKey, legacyKeyAAD(p.Name)); lerr == nil {
+		return k, true, nil
+	}
+	return nil, false, fmt.Errorf("open model key of profile %s: %w", p.Name, err)
 }
 
 func validModelURL(raw string) error {
@@ -167,7 +212,8 @@ func (p RuntimeProfile) MarshalJSON() ([]byte, error) {
 // ResealModelKeys re-seals every stored profile's model key that is sealed
 // under an older master key with the newest one, so that after a rotation
 // (a new key first in the key file) the old key can be dropped once this
-// has run. It returns how many profiles it re-sealed.
+// has run; keys sealed before keys were bound to their endpoint are
+// re-sealed bound. It returns how many profiles it re-sealed.
 func (s *Service) ResealModelKeys(ctx context.Context) (int, error) {
 	ps, err := s.cfg.Sandboxes.Profiles(ctx)
 	if err != nil {
@@ -175,14 +221,17 @@ func (s *Service) ResealModelKeys(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, p := range ps {
-		if p.Model == nil || p.Model.SealedKey == "" || !s.cfg.Vault.NeedsReseal(p.Model.SealedKey) || s.cfg.Sandboxes.IsConfiguredProfile(p.Name) {
+		if p.Model == nil || p.Model.SealedKey == "" || s.cfg.Sandboxes.IsConfiguredProfile(p.Name) {
 			continue
 		}
-		key, err := s.cfg.Vault.Open(p.Model.SealedKey, keyAAD(p.Name))
+		key, legacy, err := s.openModelKey(p)
 		if err != nil {
 			return n, fmt.Errorf("reseal profile %s: %w", p.Name, err)
 		}
-		sealed, err := s.cfg.Vault.Seal(key, keyAAD(p.Name))
+		if !legacy && !s.cfg.Vault.NeedsReseal(p.Model.SealedKey) {
+			continue
+		}
+		sealed, err := s.cfg.Vault.Seal(key, keyAAD(p.Name, p.Model))
 		if err != nil {
 			return n, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,6 +28,7 @@ const maxModelRequest = 32 << 20
 // egress proxy does for vault secrets.
 type modelProxy struct {
 	secrets []egress.Secret // one: the model key (Value "" when the profile has none)
+	routes  []modelRoute    // what the box may call: the profile's model API's routes
 	base    string
 	host    string // base's host name, to which the key may go
 	client  *http.Client
@@ -54,7 +54,11 @@ func (r *runner) startModel(ctx context.Context, rt *runtime, prof lifecycle.Pro
 	if err != nil {
 		return fmt.Errorf("open model tunnel: %w", err)
 	}
-	mp := &modelProxy{base: base, host: strings.ToLower(u.Hostname()), client: r.m.cfg.ModelClient, ln: ln}
+	routes, ok := modelRoutes[prof.Model.API]
+	if !ok {
+		routes = modelRoutes[""]
+	}
+	mp := &modelProxy{routes: routes, base: base, host: strings.ToLower(u.Hostname()), client: r.m.cfg.ModelClient, ln: ln}
 	mp.secrets = []egress.Secret{{Name: "model", Placeholder: rt.rec.Placeholder, Value: key, Host: mp.host, Format: "Bearer {value}"}}
 	mp.srv = &http.Server{Handler: mp, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = mp.srv.Serve(ln) }()
@@ -73,15 +77,18 @@ func modelError(w http.ResponseWriter, status int, msg string) {
 	fmt.Fprintf(w, `{"error":{"message":%q,"type":"astrabox_model_path"}}`, msg)
 }
 
-// ServeHTTP forwards one model request.
+// ServeHTTP forwards one model request: only the routes of the profile's
+// model API (modelRoutes), with the path forwarded exactly as checked; the
+// answer goes back scrubbed of the key, so an endpoint that echoes the
+// request cannot hand the box the credential it never holds.
 func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !mp.secrets[0].Holds(req.Header) {
 		modelError(w, http.StatusUnauthorized, "invalid session credential")
 		return
 	}
-	rest, ok := strings.CutPrefix(req.URL.Path, "/v1")
-	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
-		modelError(w, http.StatusNotFound, "the model path serves /v1/...")
+	rest, err := allowedModelPath(req, mp.routes)
+	if err != nil {
+		modelError(w, http.StatusNotFound, err.Error())
 		return
 	}
 	target := mp.base + rest
@@ -93,11 +100,14 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		modelError(w, http.StatusBadGateway, "bad model request")
 		return
 	}
-	for _, h := range []string{"Content-Type", "Accept", "Accept-Encoding", "OpenAI-Beta"} {
+	for _, h := range []string{"Content-Type", "Accept", "OpenAI-Beta"} {
 		if v := req.Header.Get(h); v != "" {
 			out.Header.Set(h, v)
 		}
 	}
+	// An answer is scrubbed as it streams: ask for it uncompressed (a
+	// gzip or deflate one is still decoded to be scrubbed).
+	out.Header.Set("Accept-Encoding", "identity")
 	out.ContentLength = req.ContentLength
 	if mp.secrets[0].Value != "" { // else the endpoint takes no key
 		out.Header.Set("Authorization", req.Header.Get("Authorization"))
@@ -116,6 +126,10 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if err := egress.ScrubResponse(resp, mp.secrets); err != nil {
+		modelError(w, http.StatusBadGateway, "the model endpoint's answer cannot be checked for the key: "+err.Error())
+		return
+	}
 	for _, h := range []string{"Content-Type", "Content-Encoding", "Cache-Control", "X-Request-Id", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
@@ -134,10 +148,7 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 				fl.Flush()
 			}
 		}
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
+		if err != nil { // io.EOF included
 			return
 		}
 	}
