@@ -44,6 +44,9 @@ func runAgent(ctx context.Context, args []string, stdio IO, env Env) error {
 	if *state == "" {
 		return errors.New("--state is required")
 	}
+	if err := keepProgramPrivate(); err != nil {
+		return err
+	}
 	log, err := newLogger(stdio.Stderr, *logLevel)
 	if err != nil {
 		return err
