@@ -21,8 +21,9 @@ import (
 
 // pipeDrainGrace is how long output pipes are still read to their end after
 // a command's process exits: after it, whatever the pipes hold is drained
-// and they are closed, so that a daemon the command left behind, holding
-// the pipes open, does not keep the command running.
+// into the command's log, which is closed, so that a daemon the command
+// left behind, holding the pipes open, does not keep the command running;
+// what the daemon writes later is read and discarded (drainUntilClosed).
 const pipeDrainGrace = 100 * time.Millisecond
 
 // newID returns a random identifier with the given prefix.
@@ -222,7 +223,12 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 			_ = errR.SetReadDeadline(time.Now())
 			<-pumped
 		}
-		closeAll(outR, errR)
+		// A process the command left running (a server started with
+		// `&`) may still hold the pipes: they are drained until it closes
+		// them, never closed under it (it would get EPIPE on its next
+		// log line and, by SIGPIPE's default, die).
+		go drainUntilClosed(outR)
+		go drainUntilClosed(errR)
 		// The slot is free before anyone waiting on done is woken.
 		t.release()
 		c.finish(cmd.ProcessState, werr)
@@ -295,6 +301,15 @@ func drainAvailable(r *os.File, buf []byte, log *outlog.Log, s outlog.Stream) {
 			log.Write(s, buf[:n])
 		}
 	})
+}
+
+// drainUntilClosed reads r and discards what it reads until every writer
+// has closed it, then closes it: the command's record is finished and its
+// log closed, so what a process it left behind writes later is not kept.
+func drainUntilClosed(r *os.File) {
+	_ = r.SetReadDeadline(time.Time{})
+	_, _ = io.Copy(io.Discard, r)
+	_ = r.Close()
 }
 
 func closeAll(files ...*os.File) {

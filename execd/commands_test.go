@@ -182,6 +182,25 @@ func TestStreamEndsWhenADaemonKeepsThePipe(t *testing.T) {
 	}
 }
 
+// TestDaemonKeepsWritingAfterTheCommand: a server started in the
+// background (`sh -c 'server &'`) keeps writing to the output it
+// inherited after its command has finished; it must never get EPIPE (or
+// die of SIGPIPE) for it.
+func TestDaemonKeepsWritingAfterTheCommand(t *testing.T) {
+	_, c := startCommandServer(t, execd.Config{})
+	ctx := testCtx(t)
+	done := filepath.Join(t.TempDir(), "done")
+	cmd := "(sleep 0.5; i=0; while [ $i -lt 200 ]; do echo line $i; echo err $i >&2; i=$((i+1)); done; echo survived > " + done + ") & echo started"
+	ex, err := c.Run(ctx, wire.RunCommandRequest{Command: cmd})
+	if err != nil || ex.ExitCode != 0 {
+		t.Fatalf("%+v %v", ex, err)
+	}
+	pollUntil(t, "the daemon to write after its command ended", func() bool {
+		b, _ := os.ReadFile(done)
+		return string(b) == "survived\n"
+	})
+}
+
 func TestUnknownRouteAndMethod(t *testing.T) {
 	_, c := startCommandServer(t, execd.Config{})
 	resp, err := http.Get(c.BaseURL() + "/nope")
