@@ -23,7 +23,8 @@ import (
 // Every list holds normalized values (see VaultBinding's validation):
 // schemes "https" and "http", ports, hosts in lower case ("api.example.com",
 // or "*.example.com" for every subdomain), methods in upper case, paths
-// "/exact" or "/prefix*" ("/*": every path).
+// "/exact" or "/prefix*" ("/*": every path), matched against the path as
+// the request is forwarded (see selectBinding and pathMatches).
 type Binding struct {
 	Name    string // for logs
 	Schemes []string
@@ -108,41 +109,17 @@ func (b *Binding) covers(scheme, host string, port int) bool {
 	return slices.Contains(b.Schemes, scheme) && slices.Contains(b.Ports, port) && b.hostsPrecedence(host) > noMatch
 }
 
-// pathMatches reports whether the request path p matches pattern: a
-// pattern ending in "*" matches every path that starts with what comes
-// before it, any other pattern only itself.
-func pathMatches(pattern, p string) bool {
-	if pre, ok := strings.CutSuffix(pattern, "*"); ok {
-		return strings.HasPrefix(p, pre)
-	}
-	return p == pattern
-}
-
-// plainPath reports whether the request path p has no dot segments ("."
-// or ".."): a path the proxy and the upstream cannot read differently.
-// Requests with such a path get no credential.
-func plainPath(p string) bool {
-	if !strings.HasPrefix(p, "/") {
-		return false
-	}
-	for seg := range strings.SplitSeq(p[1:], "/") {
-		if seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return true
-}
-
 // selectBinding returns the binding of bs that req (sent with scheme to
 // port of host, a normalized name) matches at the highest host
 // precedence, or nil. ambiguous reports several at that precedence (which
 // the vault's validation refuses; the proxy then applies none).
+//
+// The path is the one req is forwarded with (forwardedPath); a request
+// whose path is not unambiguous (unambiguousPath: dot segments, encoded
+// separators, however spelt) matches no binding, whatever its patterns.
 func selectBinding(bs []Binding, req *http.Request, scheme, host string, port int) (b *Binding, ambiguous bool) {
-	path := req.URL.Path
-	if path == "" {
-		path = "/"
-	}
-	if !plainPath(path) {
+	path := forwardedPath(req)
+	if !unambiguousPath(path) {
 		return nil, false
 	}
 	method := strings.ToUpper(req.Method)

@@ -166,7 +166,7 @@ func normalizeBindingHost(h string) (string, error) {
 // checkPathPattern checks a path pattern: an absolute path, "*" only as
 // its last character (a prefix), no query, fragment, control character or
 // dot segment (a request with dot segments never gets a credential, see
-// plainPath).
+// unambiguousPath).
 func checkPathPattern(p string) error {
 	body := strings.TrimSuffix(p, "*")
 	if !strings.HasPrefix(p, "/") || len(p) > maxPathPattern || hasControl(p) || strings.ContainsAny(body, "*?#") || !plainPath(body) {

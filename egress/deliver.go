@@ -9,8 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Protected delivery. The box holds a placeholder for each secret (an
@@ -20,9 +23,12 @@ import (
 // HTTPS the proxy terminates the box's TLS with a certificate of the
 // server's CA (which only boxes with secrets, or with a Credential Vault,
 // trust) and opens its own, verified TLS connection upstream; over HTTP it
-// rewrites the request on the way. Only requests change: responses pass
-// as they are, and nothing the proxy logs or answers carries a value.
-// Credential Vault bindings (binding.go) ride on the same relay.
+// rewrites the request on the way. Responses come back scrubbed of every
+// value the box's proxy could deliver (scrub.go), protocol upgrades to
+// such destinations are refused (an upgraded connection cannot be
+// scrubbed), and nothing the proxy logs or answers carries a value. A path
+// prefix holds on the path as forwarded, escaped (reqpath.go). Credential
+// Vault bindings (binding.go) ride on the same relay.
 
 // Secret is one credential the proxy delivers.
 type Secret struct {
@@ -30,7 +36,7 @@ type Secret struct {
 	Placeholder string // what the box holds (at least 16 bytes, unguessable)
 	Value       string // the real value
 	Host        string // "api.example.com" or "*.example.com"
-	PathPrefix  string // "" or "/": every path; else whole segments (see underPrefix)
+	PathPrefix  string // "" or "/": every path; else whole segments of the forwarded path (see underPrefix)
 	Header      string // default "Authorization"
 	Format      string // default "Bearer {value}" for Authorization, else "{value}" (see Canonical)
 }
@@ -48,11 +54,14 @@ func (s Secret) matchHost(host string) bool {
 // carries a matching secret's placeholder by the secret's formatted value;
 // it returns the names of the secrets it delivered. A placeholder in any
 // other header, in the body, or in a request to any other destination is
-// left as it is.
+// left as it is. A secret's path prefix is matched against the path req
+// is forwarded with, escaped as it goes upstream (see underPrefix): req's
+// URL must not change after Inject.
 func Inject(req *http.Request, host string, secrets []Secret) []string {
 	var used []string
+	path := forwardedPath(req)
 	for _, s := range secrets {
-		if s.Placeholder == "" || !s.matchHost(host) || !underPrefix(req.URL.Path, s.PathPrefix) {
+		if s.Placeholder == "" || !s.matchHost(host) || !underPrefix(path, s.PathPrefix) {
 			continue
 		}
 		c := s.Canonical()
@@ -79,6 +88,32 @@ func (b *Box) secretList() []Secret {
 }
 
 func (b *Box) hasSecrets() bool { return len(b.secretList()) > 0 }
+
+// scrubCache is the scrubber of one version of a box's secrets and
+// bindings (each replaced, never changed in place, when it changes).
+type scrubCache struct {
+	secrets  *[]Secret
+	bindings []Binding
+	s        *scrubber
+}
+
+// scrubberFor returns the scrubber of the box's current secrets and
+// bindings, built once for each version of them. A scrubber is only read
+// once built: requests share it.
+func (b *Box) scrubberFor() *scrubber {
+	secrets, bindings := b.secrets.Load(), b.m.bindingsOf(b.id)
+	if c := b.scrub.Load(); c != nil && c.secrets == secrets && len(c.bindings) == len(bindings) &&
+		(len(bindings) == 0 || &c.bindings[0] == &bindings[0]) {
+		return c.s
+	}
+	var list []Secret
+	if secrets != nil {
+		list = *secrets
+	}
+	s := newScrubber(list, bindings)
+	b.scrub.Store(&scrubCache{secrets, bindings, s})
+	return s
+}
 
 // intercepts reports whether the proxy terminates TLS to name on port:
 // when the server has a CA and a secret may go to name, or a binding of
@@ -156,18 +191,45 @@ func (b *Box) serveHTTP(c net.Conn, s sniffed, ch choice) {
 	b.relayHTTP(bufio.NewReader(io.MultiReader(bytes.NewReader(s.buf), c)), c, up, ch.name, "http", int(ch.dst.Port()))
 }
 
+// deliversTo reports whether a credential of the box may go over a
+// connection of scheme to name on port: a secret's host matches name
+// (whatever its path prefix), or a binding covers the connection. The
+// upstream there may hold a credential, and echo it.
+func (b *Box) deliversTo(scheme, name string, port int) bool {
+	for _, s := range b.secretList() {
+		if s.matchHost(name) {
+			return true
+		}
+	}
+	return b.bindingCovers(scheme, name, port)
+}
+
+// upgradeRequested reports whether req asks to switch protocols (an
+// Upgrade header, or "upgrade" among its Connection options).
+func upgradeRequested(req *http.Request) bool {
+	return req.Header.Get("Upgrade") != "" || httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade")
+}
+
 // relayHTTP reads requests from the box (br over box), delivers secrets
 // and applies Credential Vault bindings in those whose Host is name (the
 // name the connection was allowed and, for TLS, verified for; scheme and
 // port are the connection's), writes them to up and copies each response
-// back, scrubbed of credentials (scrub.go). An upgrade (101) turns into a
-// plain two-way copy. The bindings are read for each request, so a vault
-// change applies to connections already open.
+// back, scrubbed of credentials (scrub.go). Where a credential of the box
+// goes (deliversTo), a request to switch protocols is refused with a 403
+// that says why, and never sent (an upgraded connection cannot be
+// scrubbed); elsewhere an upgrade (101) turns into a plain two-way copy.
+// The secrets and bindings are read for each request, so a change applies
+// to connections already open.
 func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, scheme string, port int) {
 	upr := bufio.NewReader(up)
 	for {
 		req, err := http.ReadRequest(br)
 		if err != nil {
+			return
+		}
+		if upgradeRequested(req) && b.deliversTo(scheme, name, port) {
+			b.log.Warn("egress: protocol upgrade refused where credentials are delivered", "name", name, "upgrade", req.Header.Get("Upgrade"))
+			upgradeRefused(box, name)
 			return
 		}
 		host, _, _ := hostName(req.Host)
@@ -182,7 +244,7 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, schem
 				b.log.Warn("egress: several credential bindings match; none applied", "name", name, "method", req.Method, "scheme", scheme)
 			}
 		}
-		scrub := newScrubber(b.secretList(), b.m.bindingsOf(b.id))
+		scrub := b.scrubberFor()
 		if !scrub.empty() {
 			// Bodies are scrubbed as they stream: only what the proxy
 			// can read (scrub.go).
@@ -208,6 +270,12 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, schem
 			}
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
+			if b.deliversTo(scheme, name, port) { // switched unasked
+				resp.Body.Close()
+				b.log.Warn("egress: the upstream switched protocols where credentials are delivered; connection closed", "name", name)
+				badGateway(box, "AstraBox egress: the upstream switched protocols, and an upgraded connection cannot be scrubbed of the credentials delivered there")
+				return
+			}
 			if err := resp.Write(box); err != nil {
 				return
 			}
@@ -220,6 +288,15 @@ func (b *Box) relayHTTP(br *bufio.Reader, box net.Conn, up net.Conn, name, schem
 			return
 		}
 	}
+}
+
+// upgradeRefused answers a request to switch protocols on a connection to
+// name where credentials are delivered, and ends the connection.
+func upgradeRefused(c net.Conn, name string) {
+	body := "AstraBox egress: protocol upgrades (WebSocket) to " + strconv.Quote(name) +
+		" are refused: this sandbox's credentials are delivered there, and an upgraded connection cannot be scrubbed of them\n"
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 }
 
 // replayConn is a connection whose reads come from r (bytes already read

@@ -304,6 +304,7 @@ type Box struct {
 
 	pol     atomic.Pointer[boxPolicy]
 	secrets atomic.Pointer[[]Secret]
+	scrub   atomic.Pointer[scrubCache] // see scrubberFor
 	cache   dnsCache
 
 	Allowed, Refused atomic.Int64 // connections and lookups

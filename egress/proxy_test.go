@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/astrabox/astrabox/sandbox"
@@ -229,5 +230,115 @@ func TestInject(t *testing.T) {
 		if got := req.Header.Get(tt.header); got != tt.want {
 			t.Errorf("%s%s %s: %q, want %q", tt.host, tt.path, tt.header, got, tt.want)
 		}
+	}
+}
+
+// TestProxyUpgradeWhereDelivered: an upgraded connection cannot be
+// scrubbed, so where the box's credentials go the proxy refuses protocol
+// upgrades and says why, whether this request would carry a credential or
+// an earlier one did (an upstream may replay what it got on a later
+// upgraded stream); elsewhere upgrades pass.
+func TestProxyUpgradeWhereDelivered(t *testing.T) {
+	var mu sync.Mutex
+	var got []string // every X-Key the upstream received: what it may echo
+	upgrades := 0
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("X-Key"))
+		echo := strings.Join(got, " ")
+		mu.Unlock()
+		if r.Header.Get("Upgrade") == "" && r.URL.Path != "/switch" { // /switch switches unasked
+			fmt.Fprint(w, "ok")
+			return
+		}
+		mu.Lock()
+		upgrades++
+		mu.Unlock()
+		c, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nechoed: %s\n", echo)
+		rw.Flush()
+	}))
+	defer up.Close()
+	upAddr := netip.MustParseAddrPort(up.Listener.Addr().String())
+	b := testBox(t, loopbackConfig(newResolver(map[string][]string{"allowed.test": {"127.0.0.1"}, "other.test": {"127.0.0.1"}})),
+		sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, Allow: []string{"allowed.test", "other.test"}})
+	const ph, value = "PH-0123456789abcdef", "the-real-value-42"
+	b.SetSecrets([]Secret{{Name: "k", Placeholder: ph, Value: value, Host: "allowed.test", Header: "X-Key"}})
+	// send writes the requests on one connection, each after the answer
+	// to the one before, and returns what the box reads of the last
+	// answer: its status line and body, or, after a 101, its first line.
+	send := func(t *testing.T, reqs ...string) string {
+		c := pipeProxy(b, upAddr)
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for i, r := range reqs {
+			if _, err := io.WriteString(c, r); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < len(reqs)-1 {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				continue
+			}
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				line, _ := br.ReadString('\n')
+				return resp.Status + "\n" + line
+			}
+			body, _ := io.ReadAll(resp.Body)
+			return resp.Proto + " " + resp.Status + "\n" + string(body)
+		}
+		return ""
+	}
+	upgrade := func(host, key string) string {
+		return fmt.Sprintf("GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Key: %s\r\n\r\n", host, key)
+	}
+	plain := fmt.Sprintf("GET /v1/x HTTP/1.1\r\nHost: allowed.test\r\nX-Key: %s\r\n\r\n", ph)
+	for _, tt := range []struct {
+		name string
+		reqs []string
+	}{
+		{"an upgrade that would carry the credential", []string{upgrade("allowed.test", ph)}},
+		{"an upgrade after a request that carried it", []string{plain, upgrade("allowed.test", "")}},
+		{"an upgrade naming another host on the connection", []string{"GET /v1/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n", upgrade("other.test", "")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			before := upgrades
+			mu.Unlock()
+			out := send(t, tt.reqs...)
+			if strings.Contains(out, value) {
+				t.Fatalf("the credential reached the box: %q", out)
+			}
+			if !strings.Contains(out, "HTTP/1.1 403") || !strings.Contains(out, "upgrade") || !strings.Contains(out, "credential") {
+				t.Fatalf("the box was not told why: %q", out)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if upgrades != before {
+				t.Fatal("the upgrade reached the upstream")
+			}
+		})
+	}
+	// An upstream that switches protocols unasked gets its connection
+	// closed; the box a 502.
+	if out := send(t, fmt.Sprintf("GET /switch HTTP/1.1\r\nHost: allowed.test\r\nX-Key: %s\r\n\r\n", ph)); strings.Contains(out, value) || !strings.Contains(out, "502") {
+		t.Fatalf("a switch unasked: the box read %q", out)
+	}
+	// Where no credential goes (the box has secrets, so the proxy reads
+	// its HTTP), an upgrade passes.
+	bc := pipeProxy(b, upAddr)
+	defer bc.Close()
+	fmt.Fprint(bc, upgrade("other.test", ""))
+	resp, err := http.ReadResponse(bufio.NewReader(bc), nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("an upgrade elsewhere: %v %v", resp, err)
 	}
 }

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -21,53 +26,201 @@ import (
 // becomes its placeholder (what the box sent); a binding's header value,
 // and the token after its scheme ("Bearer <token>"), become withheldMark.
 //
+// Each credential is also found in the encodings an echo commonly uses,
+// and becomes its replacement in the same encoding (a secret's base64
+// becomes its placeholder's base64): JSON string escaping (with '/' as
+// "\/" or not), standard and URL-safe base64 (padded or not), hex (lower
+// or upper case), and percent-encoding (every byte outside RFC 3986's
+// unreserved set in upper or lower case hex, and as url.QueryEscape,
+// url.PathEscape and JavaScript's encodeURIComponent write it). Inside a
+// longer base64 text (a Basic credential, an encoded copy of the whole
+// request) a credential is encoded one of three ways by its offset; the
+// whole 4-character groups that encode only credential bytes are found
+// and become withheldMark (the group at either end that it shares with
+// the bytes around it stays: each carries at most two bytes of it). A
+// credential of a secret without a placeholder (ScrubReader) becomes
+// withheldMark in the same way. Not covered: a
+// credential shorter than minScrubLen, a part of one, an encoding not
+// listed (mixed-case hex, base64 broken into lines, encodings of
+// encodings, UTF-16, HTML entities, a compressed or encrypted payload
+// inside the body), and the password inside a Basic credential's decoded
+// "user:password" unless it is a credential of its own.
+//
 // A body of a known length up to scrubWholeMax is read whole, scrubbed and
 // sent with its new length; a longer one, or one of unknown length, is
-// scrubbed as it streams (a credential split across reads is still found)
-// and goes to the box chunked, or delimited by the connection's end for an
-// HTTP/1.0 request. The proxy asks such upstreams for uncompressed bodies
+// scrubbed as it streams (a credential split across reads is still found;
+// bytes are held back only while they may begin one) and goes to the box
+// chunked, or delimited by the connection's end for an HTTP/1.0 request.
+// The proxy asks such upstreams for uncompressed bodies
 // (Accept-Encoding: identity); one that compresses anyway with gzip or
 // deflate is decoded and scrubbed, any other content coding cannot be read
-// and is refused with a 502 (bodyUnscrubbable). After a protocol upgrade
-// (101, a WebSocket) the connection's bytes are copied as they are: only
-// the 101's headers are scrubbed.
+// and is refused with a 502 (bodyUnscrubbable).
+//
+// An upgraded connection (101: a WebSocket, h2c) cannot be scrubbed: its
+// frames carry their own lengths and may be compressed (WebSocket's
+// permessage-deflate), so a replacement would corrupt them and a
+// compressed echo would pass. The proxy therefore refuses protocol
+// upgrades on every connection to a destination where the box's
+// credentials go (deliversTo), whether or not the upgrade request itself
+// would carry one (the upstream may replay a credential it got on an
+// earlier request): the box gets a 403 that says so, and the upstream
+// never sees the request. An upstream there that switches protocols
+// unasked gets its connection closed and the box a 502. Elsewhere
+// upgrades pass, spliced as they are (only the 101's headers are
+// scrubbed). So WebSocket APIs that need a delivered credential (realtime
+// APIs authenticated by header) do not work through protected delivery.
 
-// withheldMark replaces a binding's credential in a response.
+// withheldMark replaces a binding's credential in a response, and a
+// credential found inside a longer base64 text.
 const withheldMark = "[credential withheld by AstraBox]"
 
 // minScrubLen is the shortest value scrubbed: shorter ones would match
-// ordinary text (and are no credential worth the name).
+// ordinary text (and are no credential worth the name). Every old a
+// scrubber searches for (an encoding of such a value) is at least as
+// long, and at least 2*scrubBlock-1.
 const minScrubLen = 8
 
-// swap is one replacement: old, a credential, becomes new.
+// swap is one replacement: old, a credential or an encoding of one,
+// becomes new.
 type swap struct{ old, new []byte }
 
-// scrubber replaces the credentials of a box's secrets and bindings.
+// scrubber replaces the credentials of a box's secrets and bindings, and
+// their encodings.
+//
+// It finds them in one pass over the bytes, however many there are:
+// every swap's old is at least 2*scrubBlock-1 bytes long, so each of its
+// occurrences holds a whole block of scrubBlock bytes that begins at a
+// multiple of scrubBlock, within its first scrubBlock bytes. The scrubber
+// indexes the blocks at those first offsets of every old (blocks; filter,
+// a bitmap of their hashes, answers most lookups) and reads only aligned
+// blocks, checking the olds of a block it knows in full.
 type scrubber struct {
-	swaps  []swap
-	maxOld int // the longest old
+	swaps  []swap             // distinct olds, each of minScrubLen bytes or more
+	blocks map[uint32][]block // a block of scrubBlock bytes -> where it begins an old's first bytes
+	filter *[1 << 10]uint64   // 2^16 bits: those blocks' hashes
+	maxOld int                // the longest old
+}
+
+// scrubBlock is the size of the blocks a scrubber reads.
+const scrubBlock = 4
+
+// block is where a block begins in an old: at off (below scrubBlock) in
+// swap's old.
+type block struct{ swap, off int }
+
+// blockHash is x's bit in a scrubber's filter.
+func blockHash(x uint32) uint32 { return (x * 0x9E3779B1) >> 16 }
+
+// scrubEncodings are the encodings of a credential scrubbed besides the
+// embedded base64 groups (see the comment at the top).
+var scrubEncodings = []func(string) string{
+	func(v string) string { return v },
+	func(v string) string { return jsonString(v, true) },
+	func(v string) string { return jsonString(v, false) },
+	func(v string) string { return strings.ReplaceAll(jsonString(v, true), "/", `\/`) },
+	func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return base64.URLEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return base64.RawURLEncoding.EncodeToString([]byte(v)) },
+	func(v string) string { return hex.EncodeToString([]byte(v)) },
+	func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) },
+	func(v string) string { return percentEncode(v, upperHex, "") },
+	func(v string) string { return percentEncode(v, lowerHex, "") },
+	func(v string) string { return percentEncode(v, upperHex, "!'()*") }, // encodeURIComponent
+	url.QueryEscape,
+	url.PathEscape,
+}
+
+const (
+	upperHex = "0123456789ABCDEF"
+	lowerHex = "0123456789abcdef"
+)
+
+// percentEncode writes each byte of v outside RFC 3986's unreserved set,
+// and outside keep, as %XX with digits.
+func percentEncode(v, digits, keep string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(digits[c>>4])
+		b.WriteByte(digits[c&15])
+	}
+	return b.String()
+}
+
+// jsonString is v as encoding/json writes it inside a JSON string (without
+// the quotes), with <, > and & escaped or not.
+func jsonString(v string, escapeHTML bool) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(escapeHTML)
+	if err := e.Encode(v); err != nil {
+		return v
+	}
+	out := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return string(out[1 : len(out)-1])
 }
 
 // newScrubber returns the scrubber for these secrets and bindings; it has
-// nothing to do (empty) when none has a value of minScrubLen or more.
+// nothing to do (empty) when none has a value of minScrubLen or more. A
+// secret without a placeholder is replaced by withheldMark.
 func newScrubber(secrets []Secret, bindings []Binding) *scrubber {
 	s := &scrubber{}
+	seen := map[string]bool{}
 	add := func(old, new string) {
-		if len(old) < minScrubLen {
+		if len(old) < minScrubLen || seen[old] {
 			return
 		}
+		seen[old] = true
 		s.swaps = append(s.swaps, swap{[]byte(old), []byte(new)})
 		s.maxOld = max(s.maxOld, len(old))
 	}
+	// addEncoded adds cred and its encodings. Where two encode alike (a
+	// value without bytes to escape), the first added keeps its
+	// replacement: the standalone encodings before the embedded groups.
+	addEncoded := func(cred, repl string) {
+		if len(cred) < minScrubLen {
+			return
+		}
+		for _, enc := range scrubEncodings {
+			add(enc(cred), enc(repl))
+		}
+		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+			for skip := range 3 {
+				whole := (len(cred) - skip) / 3 * 3
+				add(enc.EncodeToString([]byte(cred[skip:skip+whole])), withheldMark)
+			}
+		}
+	}
 	for _, sec := range secrets {
-		add(sec.Value, sec.Placeholder)
+		repl := sec.Placeholder
+		if repl == "" {
+			repl = withheldMark
+		}
+		addEncoded(sec.Value, repl)
 	}
 	for _, b := range bindings {
 		for _, bh := range b.Headers {
-			add(bh.Value, withheldMark)
 			if _, token, ok := strings.Cut(bh.Value, " "); ok {
-				add(token, withheldMark)
+				add(bh.Value, withheldMark) // its encodings hold the token's
+				addEncoded(token, withheldMark)
+			} else {
+				addEncoded(bh.Value, withheldMark)
 			}
+		}
+	}
+	s.blocks, s.filter = map[uint32][]block{}, new([1 << 10]uint64)
+	for i, sw := range s.swaps {
+		for off := range scrubBlock {
+			x := binary.LittleEndian.Uint32(sw.old[off:])
+			s.blocks[x] = append(s.blocks[x], block{i, off})
+			h := blockHash(x)
+			s.filter[h>>6] |= 1 << (h & 63)
 		}
 	}
 	return s
@@ -98,48 +251,109 @@ func (s *scrubber) replace(b []byte) ([]byte, int) {
 	return out, n
 }
 
-// replaceUpTo is replace for a stream's bytes read so far: unless final,
-// a credential may begin in the last maxOld-1 bytes and end in bytes not
-// read yet, so only credentials that begin before those are replaced.
-// out is b, replaced up to the point scanned, then the rest unchanged;
-// tail is the length of that rest, to scan again with what follows.
+// replaceUpTo is replace for a stream's bytes read so far. Unless final, a
+// credential may begin in b and end in bytes not read yet: b is replaced
+// only up to the first position where what follows may begin one
+// (holdFrom), so that the result is the same however the stream is cut
+// into reads. out is b, replaced up to the point scanned, then the rest
+// unchanged; tail is the length of that rest, to scan again with what
+// follows.
 func (s *scrubber) replaceUpTo(b []byte, final bool) (out []byte, tail, n int) {
-	limit := len(b)
+	hold := len(b)
 	if !final {
-		limit = max(0, len(b)-(s.maxOld-1))
+		hold = s.holdFrom(b, 0)
 	}
 	i := 0
 	for {
-		at, which := s.next(b, i)
-		if at < 0 || at >= limit {
+		at, w := s.next(b, i, hold)
+		if at >= hold {
 			break
 		}
 		out = append(out, b[i:at]...)
-		out = append(out, s.swaps[which].new...)
-		i = at + len(s.swaps[which].old)
+		out = append(out, s.swaps[w].new...)
+		i = at + len(s.swaps[w].old)
 		n++
+		if i > hold {
+			hold = s.holdFrom(b, i)
+		}
 	}
-	scanned := max(i, limit)
+	scanned := max(i, hold)
 	if n == 0 {
 		return b, len(b) - scanned, 0
 	}
 	return append(out, b[i:]...), len(b) - scanned, n
 }
 
-// next returns where in b, at i or later, the first credential begins and
-// which swap it is (the longest of those beginning there); -1 for none.
-func (s *scrubber) next(b []byte, i int) (at, which int) {
-	at, which = -1, -1
-	for k, sw := range s.swaps {
-		j := bytes.Index(b[i:], sw.old)
-		if j < 0 {
+// holdFrom returns the first position, from on, where b's remaining bytes
+// are the start of a credential longer than they are (len(b) if none):
+// what a stream must hold back until more of it comes.
+func (s *scrubber) holdFrom(b []byte, from int) int {
+	h := len(b)
+	for _, sw := range s.swaps {
+		for j := max(from, len(b)-len(sw.old)+1); j < h; j++ {
+			k := bytes.IndexByte(b[j:h], sw.old[0])
+			if k < 0 {
+				break
+			}
+			if j += k; bytes.HasPrefix(sw.old, b[j:]) {
+				h = j
+				break
+			}
+		}
+	}
+	return h
+}
+
+// next returns where in b, at i or later, the first credential begins
+// and which swap it is (the longest of those beginning there); at is
+// len(b) when none begins before end (one beginning at end or a little
+// later may be returned).
+func (s *scrubber) next(b []byte, i, end int) (at, which int) {
+	at = len(b)
+	// An old that begins at p holds the block at p rounded up to a
+	// multiple of scrubBlock, at its offset below scrubBlock.
+	last := min(len(b)-scrubBlock, end+scrubBlock-2) // the last block to read
+	for q := (i + scrubBlock - 1) / scrubBlock * scrubBlock; q <= last; q += scrubBlock {
+		x := binary.LittleEndian.Uint32(b[q:])
+		if h := blockHash(x); s.filter[h>>6]&(1<<(h&63)) == 0 {
 			continue
 		}
-		if j += i; at < 0 || j < at || (j == at && len(sw.old) > len(s.swaps[which].old)) {
-			at, which = j, k
+		for _, bl := range s.blocks[x] {
+			p, old := q-bl.off, s.swaps[bl.swap].old
+			if p < i || p+len(old) > len(b) || p > at || p == at && len(old) <= len(s.swaps[which].old) {
+				continue
+			}
+			if bytes.Equal(b[p:p+len(old)], old) {
+				at, which = p, bl.swap
+			}
+		}
+		if at < len(b) {
+			// Those found at later blocks begin after q.
+			return at, which
 		}
 	}
 	return at, which
+}
+
+// ScrubReader returns r's bytes with the values of secrets scrubbed as
+// the proxy scrubs the responses of a box's upstreams (see the comment at
+// the top): each Value of minScrubLen bytes or more, and each encoding of
+// it listed there, becomes the secret's Placeholder in the same encoding
+// (withheldMark for a secret without one); the other fields do not count.
+// Bytes are held back only while they may begin a value, so a stream
+// (server-sent events) reaches the reader as it comes; the rest comes at
+// the end of r. r is read as it is: a compressed body must be decoded
+// first. Closing the result closes r when r is an io.Closer.
+func ScrubReader(r io.Reader, secrets []Secret) io.ReadCloser {
+	rc, ok := r.(io.ReadCloser)
+	if !ok {
+		rc = io.NopCloser(r)
+	}
+	s := newScrubber(secrets, nil)
+	if s.empty() {
+		return rc
+	}
+	return s.body(rc, nil)
 }
 
 // body returns r scrubbed as it is read; count, when not nil, is called
@@ -149,7 +363,8 @@ func (s *scrubber) body(r io.ReadCloser, count func(int)) io.ReadCloser {
 }
 
 // scrubReader is a response body scrubbed as it streams: it holds back the
-// last maxOld-1 bytes read until more come or the source ends.
+// bytes read that may begin a credential (at most maxOld-1) until more
+// come or the source ends, and returns the rest as soon as it is read.
 type scrubReader struct {
 	s     *scrubber
 	src   io.ReadCloser

@@ -5,15 +5,21 @@ import (
 	"bytes"
 	"cmp"
 	"compress/gzip"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/astrabox/astrabox/sandbox"
 )
 
 func TestScrubHeaders(t *testing.T) {
@@ -94,15 +100,184 @@ func TestScrubBody(t *testing.T) {
 	}
 }
 
-// FuzzScrubStream: a body streamed in reads of any sizes comes out as the
-// whole body replaced at once, and holds no credential the whole one does
-// not.
-func FuzzScrubStream(f *testing.F) {
-	f.Add([]byte("a sk-live-0123456789 b sk-live-0123456789-extended c"), []byte{3, 7, 1})
-	f.Add([]byte("sk-live-0123456789"), []byte{1})
-	f.Add([]byte(""), []byte{})
+// encodedValue is a secret value with bytes that every covered encoding
+// writes differently.
+const encodedValue = "sk/live+0123=4567 (x)~"
+
+// testEncodings are the encodings of a value that scrubbing covers, as
+// common encoders write them.
+var testEncodings = []struct {
+	name string
+	enc  func(string) string
+}{
+	{"raw", func(v string) string { return v }},
+	{"JSON with escaped slashes", func(v string) string { return strings.ReplaceAll(v, "/", `\/`) }},
+	{"base64", func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v)) }},
+	{"base64 unpadded", func(v string) string { return base64.RawStdEncoding.EncodeToString([]byte(v)) }},
+	{"base64url", func(v string) string { return base64.URLEncoding.EncodeToString([]byte(v)) }},
+	{"base64url unpadded", func(v string) string { return base64.RawURLEncoding.EncodeToString([]byte(v)) }},
+	{"hex", func(v string) string { return hex.EncodeToString([]byte(v)) }},
+	{"HEX", func(v string) string { return strings.ToUpper(hex.EncodeToString([]byte(v))) }},
+	{"percent, every reserved byte", func(v string) string { return percentAll(v, "%%%02X") }},
+	{"percent, lower case", func(v string) string { return percentAll(v, "%%%02x") }},
+	{"query escape", url.QueryEscape},
+	{"path escape", url.PathEscape},
+	{"encodeURIComponent", func(v string) string {
+		s := percentAll(v, "%%%02X")
+		for _, c := range "!'()*" {
+			s = strings.ReplaceAll(s, fmt.Sprintf("%%%02X", c), string(c))
+		}
+		return s
+	}},
+}
+
+// percentAll percent-encodes each byte of v outside RFC 3986's unreserved
+// set with format.
+func percentAll(v, format string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, format, c)
+	}
+	return b.String()
+}
+
+// TestScrubEncodings: each covered encoding of a credential becomes the
+// same encoding of its replacement (a secret's placeholder, withheldMark
+// for a binding), streamed or whole.
+func TestScrubEncodings(t *testing.T) {
+	const ph = "PH-0123456789abcdef"
+	const token = "tok/9876+5432=10"
+	s := newScrubber([]Secret{{Name: "k", Placeholder: ph, Value: encodedValue}},
+		[]Binding{{Name: "b", Headers: []BindingHeader{{Name: "Authorization", Value: "Bearer " + token}}}})
+	for _, e := range testEncodings {
+		for _, c := range []struct{ who, value, repl string }{{"secret", encodedValue, ph}, {"binding", token, withheldMark}} {
+			t.Run(e.name+" of a "+c.who, func(t *testing.T) {
+				in := `{"echo":"` + e.enc(c.value) + `"}`
+				// Where encoders write the value alike, any of them may
+				// write the replacement.
+				var wants []string
+				for _, other := range testEncodings {
+					if other.enc(c.value) == e.enc(c.value) {
+						wants = append(wants, `{"echo":"`+other.enc(c.repl)+`"}`)
+					}
+				}
+				got, n := s.replace([]byte(in))
+				if !slices.Contains(wants, string(got)) || n != 1 {
+					t.Fatalf("replace(%q) = %q (%d), want one of %q", in, got, n, wants)
+				}
+				streamed, err := io.ReadAll(s.body(io.NopCloser(iotest.OneByteReader(strings.NewReader(in))), nil))
+				if err != nil || !bytes.Equal(streamed, got) {
+					t.Fatalf("streamed: %q, %v; want %q", streamed, err, got)
+				}
+			})
+		}
+	}
+}
+
+// TestScrubEmbeddedBase64: a value inside a larger base64 text (a Basic
+// credential, an encoded request echoed back) is encoded in one of three
+// ways, by its offset; each is withheld, the text around it kept.
+func TestScrubEmbeddedBase64(t *testing.T) {
+	s := newScrubber([]Secret{{Name: "k", Placeholder: "PH-0123456789abcdef", Value: encodedValue}}, nil)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for _, lead := range []string{"user:", "Bearer ", "x-api-key: ", "a", "ab", "abc", "abcd"} {
+			t.Run(fmt.Sprintf("%q before it", lead), func(t *testing.T) {
+				plain := lead + encodedValue + "\r\nmore of the request"
+				in := enc.EncodeToString([]byte(plain))
+				got, n := s.replace([]byte(in))
+				// Aligned, the value's standalone encoding may match
+				// (when the bits after it are zero) and take its place.
+				if n != 1 || len(lead)%3 != 0 && !strings.Contains(string(got), withheldMark) {
+					t.Fatalf("replace(%q) = %q (%d replaced)", in, got, n)
+				}
+				// The groups before the value's first whole group are kept.
+				keep := len(lead) / 3 * 4
+				if !strings.HasPrefix(string(got), in[:keep]) {
+					t.Fatalf("%q lost its start %q", got, in[:keep])
+				}
+				for off := range 3 {
+					if whole := (len(encodedValue) - off) / 3 * 3; strings.Contains(string(got), enc.EncodeToString([]byte(encodedValue[off:off+whole]))) {
+						t.Fatalf("%q still holds the value at offset %d", got, off)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestScrubStreamReleases: a scrubbed stream holds back only bytes that may
+// begin a credential, so that a streamed answer (server-sent events)
+// reaches the box as it comes.
+func TestScrubStreamReleases(t *testing.T) {
 	s := newScrubber(scrubSecrets, nil)
-	f.Fuzz(func(t *testing.T, body, cuts []byte) {
+	events := strings.Repeat("data: {\"text\":\"hello\"}\n\n", 40)
+	for _, tt := range []struct{ name, chunk, held string }{
+		{"events", events, ""},
+		{"a credential's start", events + "sk-live-01", "sk-live-01"},
+		{"a credential's encoding's start", events + "c2stbGl2", "c2stbGl2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &chunksThenStall{chunks: []string{tt.chunk}}
+			r := s.body(io.NopCloser(src), nil)
+			p := make([]byte, 64<<10)
+			n, err := r.Read(p)
+			if err != nil || string(p[:n]) != strings.TrimSuffix(tt.chunk, tt.held) {
+				t.Fatalf("first read: %q, %v; want all but %q", p[:n], err, tt.held)
+			}
+			if src.stalled {
+				t.Fatal("the reader waited for more than it needed")
+			}
+		})
+	}
+}
+
+// chunksThenStall returns its chunks, then fails each read (as a source
+// with nothing more yet would block) and records that it was asked.
+type chunksThenStall struct {
+	chunks  []string
+	stalled bool
+}
+
+func (c *chunksThenStall) Read(p []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		c.stalled = true
+		return 0, errors.New("stalled: nothing more yet")
+	}
+	n := copy(p, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; c.chunks[0] == "" {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+// FuzzScrubStream: a body streamed in reads of any sizes comes out as the
+// whole body replaced at once; with an encoding of a credential put in its
+// middle, that encoding is replaced (or a credential overlapping it).
+func FuzzScrubStream(f *testing.F) {
+	f.Add([]byte("a sk-live-0123456789 b sk-live-0123456789-extended c"), []byte{3, 7, 1}, byte(255))
+	f.Add([]byte("sk-live-0123456789"), []byte{1}, byte(255))
+	f.Add([]byte(""), []byte{}, byte(255))
+	for i := range 2 * len(testEncodings) {
+		f.Add([]byte("before after"), []byte{5, 1, 2}, byte(i))
+		f.Add([]byte("c2st736b736B"), []byte{1}, byte(i))
+	}
+	secrets := append(slices.Clone(scrubSecrets), Secret{Name: "e", Placeholder: "PH-E", Value: encodedValue})
+	s := newScrubber(secrets, nil)
+	f.Fuzz(func(t *testing.T, body, cuts []byte, insert byte) {
+		if i := int(insert); i < 2*len(testEncodings) {
+			value := []string{encodedValue, scrubSecrets[0].Value}[i%2]
+			enc := testEncodings[i/2].enc(value)
+			mid := len(body) / 2
+			body = slices.Concat(body[:mid], []byte(enc), body[mid:])
+			if _, n := s.replace(body); n == 0 {
+				t.Fatalf("%q holding %q: nothing replaced", body, enc)
+			}
+		}
 		want, _ := s.replace(body)
 		got, err := io.ReadAll(s.body(io.NopCloser(&cutReader{data: body, cuts: cuts}), nil))
 		if err != nil {
@@ -213,26 +388,103 @@ func TestScrubResponse(t *testing.T) {
 	}
 }
 
-// BenchmarkScrubBody: a body with no credential, streamed through the
-// scrubber, against reading it plainly.
+// BenchmarkScrubBody: bodies streamed through the scrubber, against
+// reading one plainly: hex digits (the first bytes of many encodings),
+// JSON text, and JSON text with a credential every 4 KiB.
 func BenchmarkScrubBody(b *testing.B) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB
+	line := []byte(`{"id":"evt_01HZX3","type":"message.delta","delta":{"text":"Ok, here is the plan: 1) read; 2) write."}}` + "\n")
+	text := bytes.Repeat(line, (64<<20)/len(line))
+	echo := slices.Clone(text)
+	for i := 0; i+4096 < len(echo); i += 4096 {
+		copy(echo[i:], "sk-live-0123456789")
+	}
 	s := newScrubber(scrubSecrets, []Binding{{Name: "api", Headers: []BindingHeader{{Name: "Authorization", Value: "Bearer tok-9876543210"}}}})
 	for _, tt := range []struct {
 		name string
-		r    func() io.Reader
+		data []byte
+		r    func([]byte) io.Reader
 	}{
-		{"plain", func() io.Reader { return bytes.NewReader(data) }},
-		{"scrubbed", func() io.Reader { return s.body(io.NopCloser(bytes.NewReader(data)), nil) }},
+		{"plain", data, func(d []byte) io.Reader { return bytes.NewReader(d) }},
+		{"scrubbed", data, func(d []byte) io.Reader { return s.body(io.NopCloser(bytes.NewReader(d)), nil) }},
+		{"scrubbed text", text, func(d []byte) io.Reader { return s.body(io.NopCloser(bytes.NewReader(d)), nil) }},
+		{"scrubbed echoes", echo, func(d []byte) io.Reader { return s.body(io.NopCloser(bytes.NewReader(d)), nil) }},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
+			b.SetBytes(int64(len(tt.data)))
 			buf := make([]byte, 32<<10)
 			for b.Loop() {
-				if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{tt.r()}, buf); err != nil {
+				if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{tt.r(tt.data)}, buf); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// TestScrubReader: the exported stream scrubber, as a caller outside the
+// proxy uses it (a model endpoint's answer): a value and its encodings
+// become the placeholder, or withheldMark without one; Close reaches the
+// source.
+func TestScrubReader(t *testing.T) {
+	const key = "sk-proj-ABCdef0123456789/xyz"
+	events := func(v string) string {
+		return "data: {\"error\":\"bad key " + v + "\"}\n\ndata: {\"echo\":\"" + base64.StdEncoding.EncodeToString([]byte(v)) + "\"}\n\n"
+	}
+	for _, tt := range []struct {
+		name    string
+		secrets []Secret
+		want    string
+	}{
+		{"a value without a placeholder", []Secret{{Value: key}}, events(withheldMark)},
+		{"a value with its placeholder", []Secret{{Value: key, Placeholder: "PH-model-0123456789"}}, events("PH-model-0123456789")},
+		{"nothing to scrub", nil, events(key)},
+		{"a value too short", []Secret{{Value: "short"}}, events(key)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &closeRecorder{Reader: iotest.HalfReader(strings.NewReader(events(key)))}
+			r := ScrubReader(src, tt.secrets)
+			got, err := io.ReadAll(r)
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("read %q, %v; want %q", got, err, tt.want)
+			}
+			if err := r.Close(); err != nil || !src.closed {
+				t.Fatalf("Close: %v, source closed %v", err, src.closed)
+			}
+		})
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+// TestScrubberFor: a box's scrubber is built once per version of its
+// secrets and bindings, and follows each change.
+func TestScrubberFor(t *testing.T) {
+	b := testBox(t, Config{}, sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited})
+	scrubs := func(s *scrubber, v string) bool { _, n := s.replace([]byte(v)); return n > 0 }
+	if !b.scrubberFor().empty() {
+		t.Fatal("a box without credentials has something to scrub")
+	}
+	b.SetSecrets([]Secret{{Name: "a", Placeholder: "PH-A-0123456789", Value: "value-a-0123456789"}})
+	s := b.scrubberFor()
+	if !scrubs(s, "value-a-0123456789") || b.scrubberFor() != s {
+		t.Fatal("the secret is not scrubbed, or the scrubber was built again")
+	}
+	b.SetSecrets([]Secret{{Name: "b", Placeholder: "PH-B-0123456789", Value: "value-b-0123456789"}})
+	if s = b.scrubberFor(); scrubs(s, "value-a-0123456789") || !scrubs(s, "value-b-0123456789") {
+		t.Fatal("the scrubber did not follow the secrets")
+	}
+	b.m.SetBindings(b.id, []Binding{{Name: "k", Headers: []BindingHeader{{"X-Key", "bound-0123456789"}}}})
+	if s = b.scrubberFor(); !scrubs(s, "bound-0123456789") || !scrubs(s, "value-b-0123456789") {
+		t.Fatal("the scrubber did not follow the bindings")
+	}
+	b.m.SetBindings(b.id, []Binding{{Name: "k", Headers: []BindingHeader{{"X-Key", "other-0123456789"}}}})
+	if s = b.scrubberFor(); scrubs(s, "bound-0123456789") || !scrubs(s, "other-0123456789") {
+		t.Fatal("the scrubber did not follow a binding's change")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -70,9 +69,9 @@ func (s Secret) Validate() error {
 	if wild && !strings.Contains(host, ".") {
 		return fmt.Errorf("host %q: a wildcard needs a domain of two labels or more", s.Host)
 	}
-	if s.PathPrefix != "" && (!strings.HasPrefix(s.PathPrefix, "/") || len(s.PathPrefix) > maxPathPrefix || hasControl(s.PathPrefix) ||
+	if s.PathPrefix != "" && (!plainPath(s.PathPrefix) || len(s.PathPrefix) > maxPathPrefix || hasControl(s.PathPrefix) ||
 		strings.ContainsAny(s.PathPrefix, "?#")) {
-		return fmt.Errorf("path_prefix %q must be an absolute path (at most %d bytes, no query)", s.PathPrefix, maxPathPrefix)
+		return fmt.Errorf("path_prefix %q must be an absolute path without dot segments (at most %d bytes, no query)", s.PathPrefix, maxPathPrefix)
 	}
 	if s.Header != "" && !httpguts.ValidHeaderFieldName(s.Header) {
 		return fmt.Errorf("header %q is not a valid header name", s.Header)
@@ -111,16 +110,4 @@ func hasControl(s string) bool {
 func (s Secret) Holds(h http.Header) bool {
 	c := s.Canonical()
 	return s.Placeholder != "" && h.Get(c.Header) == strings.ReplaceAll(c.Format, "{value}", s.Placeholder)
-}
-
-// underPrefix reports whether the request path p is under prefix, by whole
-// segments and after resolving dot segments ("/v1" covers "/v1" and
-// "/v1/x", not "/v1beta" nor "/v1/../admin").
-func underPrefix(p, prefix string) bool {
-	pre := strings.TrimSuffix(prefix, "/")
-	if pre == "" {
-		return true
-	}
-	clean := path.Clean("/" + p)
-	return clean == pre || strings.HasPrefix(clean, pre+"/")
 }

@@ -26,6 +26,8 @@ func TestSecretValidate(t *testing.T) {
 		{"path prefix", func(s *Secret) { s.PathPrefix = "/v1/" }, ""},
 		{"relative path prefix", func(s *Secret) { s.PathPrefix = "v1" }, "absolute path"},
 		{"path prefix with a query", func(s *Secret) { s.PathPrefix = "/v1?x=1" }, "absolute path"},
+		{"path prefix with a dot segment", func(s *Secret) { s.PathPrefix = "/v1/../admin" }, "dot segments"},
+		{"path prefix of a dot segment", func(s *Secret) { s.PathPrefix = "/v1/." }, "dot segments"},
 		{"custom header", func(s *Secret) { s.Header = "X-Api-Key" }, ""},
 		{"bad header", func(s *Secret) { s.Header = "X Api" }, "not a valid header name"},
 		{"framing header", func(s *Secret) { s.Header = "content-length" }, "frames the request"},
@@ -84,6 +86,9 @@ func TestSecretCanonicalAndHolds(t *testing.T) {
 	}
 }
 
+// TestUnderPrefix: underPrefix takes the path as the proxy forwards it
+// (escaped) and holds it under a prefix only when no upstream can read it
+// elsewhere.
 func TestUnderPrefix(t *testing.T) {
 	tests := []struct {
 		path, prefix string
@@ -91,15 +96,49 @@ func TestUnderPrefix(t *testing.T) {
 	}{
 		{"/anything", "", true},
 		{"/anything", "/", true},
+		{"/admin/../v1/x", "", true}, // no prefix: any path
 		{"/v1", "/v1", true},
+		{"/v1/", "/v1", true},
 		{"/v1/models", "/v1", true},
 		{"/v1/models", "/v1/", true},
+		{"/v1/a/b/c", "/v1/a", true},
+		{"/v1/x%20y", "/v1", true},
+		{"/v1/x%2e%2e", "/v1", true}, // "x..": no dot segment
+		{"/v1/...", "/v1", true},
+		{"/files/a%20b/x", "/files/a b", true},
+		{"/files/a%20B/x", "/files/a B", true},
+		{"/a:b/x", "/a:b", true},
 		{"/v1beta/models", "/v1", false},
 		{"/v1/../admin", "/v1", false},
-		{"/v1/./models", "/v1/models", true},
-		{"//v1/models", "/v1", true},
+		{"/v1/./models", "/v1/models", false},
+		{"/v1/x/..", "/v1", false},
+		{"/v1/x/.", "/v1", false},
+		{"//v1/models", "/v1", false},
+		{"/v1//x", "/v1", true},
 		{"/v2/x", "/v1/", false},
 		{"", "/v1", false},
+		{"*", "/v1", false},
+		{"v1/x", "/v1", false},
+		{"/admin/../v1/x", "/v1", false},
+		{"/admin/%2e%2e/v1/x", "/v1", false},
+		{"/admin/%2E%2e/v1/x", "/v1", false},
+		{"/admin/.%2E/v1/x", "/v1", false},
+		{"/v1/%2e/x", "/v1", false},
+		{"/v1/%2e%2e;a=b/x", "/v1", false},
+		{"/v1/..;/admin", "/v1", false},
+		{"/v1/.;/x", "/v1", false},
+		{"/admin%2f..%2fv1/x", "/v1", false},
+		{"/admin%2F..%2Fv1/x", "/v1", false},
+		{"/v1/x%2fy", "/v1", false},
+		{"/v1/x%5cy", "/v1", false},
+		{"/v1/x%5Cy", "/v1", false},
+		{"/v1/x\\y", "/v1", false},
+		{"/%76%31/x", "/v1", false},
+		{"/v%31/x", "/v1", false},
+		{"/V1/x", "/v1", false},
+		{"/files/a b/x", "/files/a b", false}, // never forwarded unescaped
+		{"/files/a%2520b/x", "/files/a b", false},
+		{"/a%3Ab/x", "/a:b", false},
 	}
 	for _, tt := range tests {
 		if got := underPrefix(tt.path, tt.prefix); got != tt.want {
