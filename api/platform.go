@@ -348,24 +348,35 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "accepted"})
 }
 
+// sessionMessages serves a Session's conversation as AI SDK UI messages
+// folded from its log, a bounded page at a time, newest first (see
+// platform.ReadMessages): {messages, first_seq, last_seq}, the messages of
+// the log entries first_seq to last_seq (both 0 when none). Without
+// before_seq, the page ends at the log's head (last_seq is where a client
+// resumes the stream); with before_seq, it ends before that seq. A page
+// folds at most platform.MessagesPageEntries entries, of at most
+// platform.MessagesPageBytes payload; when first_seq > 1 earlier messages
+// exist: ask again with before_seq=first_seq. A reply longer than a page
+// is split between pages, its message on each (the same id).
 func (s *Server) sessionMessages(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := s.plat.GetSession(r.Context(), id); err != nil {
 		writeError(w, err)
 		return
 	}
-	entries, err := s.plat.Store().ReadStream(r.Context(), id, 0, 0)
+	var before int64
+	if v := r.URL.Query().Get("before_seq"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, sandbox.Errorf(platform.CodeInvalid, "before_seq must be a positive sequence number"))
+			return
+		}
+		before = n
+	}
+	page, err := platform.ReadMessages(r.Context(), s.plat.Store(), id, before, platform.DefaultPageLimits())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	var last int64
-	if len(entries) > 0 {
-		last = entries[len(entries)-1].Seq
-	}
-	msgs := platform.FoldMessages(entries)
-	if msgs == nil {
-		msgs = []platform.UIMessage{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "last_seq": last})
+	writeJSON(w, http.StatusOK, page)
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 // This file is the agent platform's half of the SDK: the calls of the
@@ -170,11 +172,64 @@ func (c *Client) Respond(ctx context.Context, sessionID, interactionID string, a
 	return c.apiJSON(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/interaction-respond", nil, body, nil, nil)
 }
 
-// Messages returns the Session's conversation folded from its log.
+// Messages returns the Session's whole conversation folded from its log:
+// it reads every page (MessagesPage), newest first, and joins them.
 func (c *Client) Messages(ctx context.Context, sessionID string) (Transcript, error) {
+	tr, err := c.MessagesPage(ctx, sessionID, 0)
+	for err == nil && tr.FirstSeq > 1 {
+		var earlier Transcript
+		earlier, err = c.MessagesPage(ctx, sessionID, tr.FirstSeq)
+		if err == nil && (earlier.FirstSeq < 1 || earlier.FirstSeq >= tr.FirstSeq) {
+			err = fmt.Errorf("messages of session %s: the page before seq %d starts at seq %d", sessionID, tr.FirstSeq, earlier.FirstSeq)
+		}
+		if err == nil {
+			tr = joinTranscripts(earlier, tr)
+		}
+	}
+	if err != nil {
+		return Transcript{}, err
+	}
+	return tr, nil
+}
+
+// MessagesPage returns one page of the Session's conversation, the newest
+// the server allows in one answer: with beforeSeq 0, up to the log's head;
+// else the page before that seq. A page starts at a message's start, but
+// a reply longer than a page is split, its message on each page it spans
+// (the same ID). When the page's FirstSeq is over 1, earlier messages are
+// on the page before FirstSeq.
+func (c *Client) MessagesPage(ctx context.Context, sessionID string, beforeSeq int64) (Transcript, error) {
+	var q url.Values
+	if beforeSeq > 0 {
+		q = url.Values{"before_seq": {strconv.FormatInt(beforeSeq, 10)}}
+	}
 	var out Transcript
-	err := c.apiJSON(ctx, http.MethodGet, "/sessions/"+url.PathEscape(sessionID)+"/messages", nil, nil, &out, nil)
+	err := c.apiJSON(ctx, http.MethodGet, "/sessions/"+url.PathEscape(sessionID)+"/messages", q, nil, &out, nil)
 	return out, err
+}
+
+// joinTranscripts returns the pages earlier and later as one: a message on
+// both (a reply split between them) is one, with the parts of both and
+// the later page's metadata over the earlier's.
+func joinTranscripts(earlier, later Transcript) Transcript {
+	at := make(map[string]int, len(earlier.Messages))
+	for i, m := range earlier.Messages {
+		at[m.ID] = i
+	}
+	msgs := earlier.Messages
+	for _, m := range later.Messages {
+		i, ok := at[m.ID]
+		if !ok {
+			msgs = append(msgs, m)
+			continue
+		}
+		msgs[i].Parts = append(msgs[i].Parts, m.Parts...)
+		if msgs[i].Metadata == nil {
+			msgs[i].Metadata = map[string]any{}
+		}
+		maps.Copy(msgs[i].Metadata, m.Metadata)
+	}
+	return Transcript{Messages: msgs, FirstSeq: earlier.FirstSeq, LastSeq: later.LastSeq}
 }
 
 // apiDo makes a request of the /api/v1 routes and returns the response of

@@ -66,6 +66,9 @@ type RuntimeProfile struct {
 	EngineKinds        []string       `json:"engine_kinds,omitempty"`
 	Model              *ModelEndpoint `json:"model,omitempty"`
 	Workspace          *Workspace     `json:"workspace,omitempty"`
+	// SessionLimits bound what each Session on the profile may cost the
+	// server (nil: the server's defaults).
+	SessionLimits *SessionLimits `json:"session_limits,omitempty"`
 	// Version is the stored record's version. PutRuntimeProfile with a
 	// non-zero Version updates only that version (VERSION_CONFLICT).
 	Version int64 `json:"version,omitempty"`
@@ -86,6 +89,20 @@ type ModelEndpoint struct {
 // Workspace says whether a profile's /workspace outlives its boxes.
 type Workspace struct {
 	Persistent bool `json:"persistent"`
+}
+
+// SessionLimits bound what one Session may cost the server; a zero field
+// takes the server's default. Past NativeStateBytes the program's native
+// state is no longer saved (NATIVE_STATE_TOO_LARGE, a native_state.refused
+// event); past another the reply in progress ends as failed with
+// REPLY_BYTES_EXCEEDED, REPLY_FRAMES_EXCEEDED, SESSION_BYTES_EXCEEDED or
+// FRAME_RATE_EXCEEDED.
+type SessionLimits struct {
+	NativeStateBytes int64 `json:"native_state_bytes,omitempty"`
+	ReplyBytes       int64 `json:"reply_bytes,omitempty"`
+	ReplyFrames      int64 `json:"reply_frames,omitempty"`
+	SessionBytes     int64 `json:"session_bytes,omitempty"`
+	FramesPerSecond  int64 `json:"frames_per_second,omitempty"`
 }
 
 // Agent is a stored Agent.
@@ -230,9 +247,13 @@ type Receipt struct {
 	Repeated bool `json:"-"`
 }
 
-// Transcript is a Session's log folded into AI SDK UI messages.
+// Transcript is a Session's log, or a page of it, folded into AI SDK UI
+// messages.
 type Transcript struct {
 	Messages []UIMessage `json:"messages"`
+	// FirstSeq is the seq of the first log entry folded in (0 when none):
+	// over 1, earlier entries are on the page before it.
+	FirstSeq int64 `json:"first_seq"`
 	// LastSeq is the seq of the last log entry folded in.
 	LastSeq int64 `json:"last_seq"`
 }

@@ -69,7 +69,8 @@ func Main(ctx context.Context, args []string, stdio IO, env Env) int {
 				if ec, ok := err.(exitCoder); ok {
 					return ec.ExitCode()
 				}
-				fmt.Fprintf(stdio.Stderr, "astrabox %s: %v\n", c.name, err)
+				// An error may quote a box, a model or the server.
+				fmt.Fprintf(stdio.Stderr, "astrabox %s: %s\n", c.name, visible(err.Error()))
 				return 1
 			}
 			return 0

@@ -153,7 +153,7 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 			if sb.ExpiresAt != nil {
 				exp = time.Until(*sb.ExpiresAt).Round(time.Second).String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status.State, sb.Backend, img, sb.CreatedAt.Local().Format(time.DateTime), exp)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status.State, sb.Backend, visibleField(img), sb.CreatedAt.Local().Format(time.DateTime), exp)
 		}
 		return tw.Flush()
 	case "get":
@@ -288,10 +288,15 @@ func shellJoin(argv []string) string {
 	return strings.Join(q, " ")
 }
 
+// printJSON prints v as indented JSON, escaping what would control a
+// terminal (visibleJSON).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(visibleJSON(b), '\n'))
+	return err
 }
 
 // multiFlag collects repeated key=value flags.

@@ -74,8 +74,8 @@ type chatLoop struct {
 	own         map[string]bool // client_message_ids this chat sent
 }
 
-// open finds or creates the Session; a continued one shows its history
-// and any approval it waits for.
+// open finds or creates the Session; a continued one shows its latest
+// messages (a page of them) and any approval it waits for.
 func (l *chatLoop) open(ctx context.Context, rest []string, sessionID, title string) error {
 	var agent client.Agent
 	if len(rest) == 1 {
@@ -91,10 +91,10 @@ func (l *chatLoop) open(ctx context.Context, rest []string, sessionID, title str
 			return err
 		}
 		l.sid = conv.SessionID
-		fmt.Fprintf(l.stdio.Stderr, "chat with %s in session %s (Ctrl-C interrupts a reply; Ctrl-D quits)\n", agent.Name, l.sid)
+		fmt.Fprintf(l.stdio.Stderr, "chat with %s in session %s (Ctrl-C interrupts a reply; Ctrl-D quits)\n", visible(agent.Name), l.sid)
 		return nil
 	}
-	tr, err := l.c.Messages(ctx, sessionID)
+	tr, err := l.c.MessagesPage(ctx, sessionID, 0)
 	if err != nil {
 		return err
 	}
@@ -107,6 +107,9 @@ func (l *chatLoop) open(ctx context.Context, rest []string, sessionID, title str
 	}
 	l.sid, l.after = s.ID, tr.LastSeq
 	fmt.Fprintf(l.stdio.Stderr, "session %s (%s); Ctrl-C interrupts a reply; Ctrl-D quits\n", s.ID, s.State)
+	if tr.FirstSeq > 1 {
+		fmt.Fprintf(l.stdio.Stderr, "(the latest messages; all of them: astrabox session show %s --messages)\n", s.ID)
+	}
 	printTranscript(l.stdio.Stdout, tr)
 	if n := len(tr.Messages); n > 0 && tr.Messages[n-1].Role == "assistant" && tr.Messages[n-1].Metadata["finish_reason"] == nil {
 		l.waitTurn, _ = tr.Messages[n-1].Metadata["turn_id"].(string) // a reply in progress
@@ -176,7 +179,7 @@ func (l *chatLoop) run(ctx context.Context, presses, quit <-chan struct{}) error
 			l.interrupted = true
 			l.view.lineStart()
 			if ok, err := l.c.Interrupt(ctx, l.sid); err != nil {
-				fmt.Fprintf(l.stdio.Stderr, "interrupt: %v\n", userError(err))
+				fmt.Fprintf(l.stdio.Stderr, "interrupt: %s\n", visible(userError(err).Error()))
 			} else if ok {
 				fmt.Fprintln(l.stdio.Stderr, "[interrupting the reply; Ctrl-C again quits]")
 			} else {
@@ -196,7 +199,7 @@ func (l *chatLoop) run(ctx context.Context, presses, quit <-chan struct{}) error
 func (l *chatLoop) handle(m chatMsg) {
 	if r := m.reconnect; r != nil {
 		l.view.lineStart()
-		fmt.Fprintf(l.stdio.Stderr, "[connection lost: %v; reconnecting after seq %d]\n", r.Err, r.AfterSeq)
+		fmt.Fprintf(l.stdio.Stderr, "[connection lost: %s; reconnecting after seq %d]\n", visible(fmt.Sprint(r.Err)), r.AfterSeq)
 		return
 	}
 	e := *m.ev
@@ -260,7 +263,7 @@ func (l *chatLoop) take(ctx context.Context, text string) error {
 		if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusGone) {
 			return err
 		}
-		fmt.Fprintf(l.stdio.Stderr, "not sent: %v\n", userError(err))
+		fmt.Fprintf(l.stdio.Stderr, "not sent: %s\n", visible(userError(err).Error()))
 		l.showPrompt()
 		return nil
 	}
@@ -332,7 +335,7 @@ func (l *chatLoop) answer(ctx context.Context, text string) {
 	turn := l.pendingTurn
 	l.pending, l.answers = nil, nil
 	if err := l.respond(ctx, ia.ID, turn, a); err != nil {
-		fmt.Fprintf(l.stdio.Stderr, "answer: %v\n", userError(err))
+		fmt.Fprintf(l.stdio.Stderr, "answer: %s\n", visible(userError(err).Error()))
 	}
 }
 

@@ -134,7 +134,8 @@ func runFiles(ctx context.Context, args []string, stdio IO, env Env) error {
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%04d\t%s\t%s\t%d\t%s\t%s\n", e.Mode, e.Owner, e.Group, e.Size, e.ModifiedAt.Local().Format("2006-01-02 15:04"), e.Path)
+		fmt.Fprintf(tw, "%04d\t%s\t%s\t%d\t%s\t%s\n", e.Mode, visibleField(e.Owner), visibleField(e.Group), e.Size,
+			e.ModifiedAt.Local().Format("2006-01-02 15:04"), visibleField(e.Path))
 	}
 	return tw.Flush()
 }

@@ -21,7 +21,8 @@ const (
 // text as it streams, reasoning dimmed (or prefixed "thinking: " when the
 // output is not a terminal), each tool call with its name and input and
 // then its bounded output, failures and interruptions. It writes nothing
-// for control events.
+// for control events. What it prints of a reply goes through visible: the
+// only escapes it sends are its own.
 type replyView struct {
 	w     io.Writer
 	color bool
@@ -33,7 +34,18 @@ type replyView struct {
 	lastCall string
 }
 
+// write prints text, which may be a box's or a model's: its controls are
+// shown, never sent to the terminal (visible).
 func (v *replyView) write(s string) {
+	v.emit(visible(s))
+}
+
+// style sends one of the view's own escape sequences (its dimming).
+func (v *replyView) style(seq string) {
+	v.emit(seq)
+}
+
+func (v *replyView) emit(s string) {
 	if s == "" {
 		return
 	}
@@ -72,7 +84,7 @@ func (v *replyView) show(e client.Event) {
 		v.lineStart()
 		v.reasoning = true
 		if v.color {
-			v.write("\x1b[2m")
+			v.style("\x1b[2m")
 		} else {
 			v.write("thinking: ")
 		}
@@ -117,7 +129,7 @@ func (v *replyView) endReasoning() {
 	}
 	v.reasoning = false
 	if v.color {
-		v.write("\x1b[0m")
+		v.style("\x1b[0m")
 	}
 	v.lineStart()
 }

@@ -92,7 +92,7 @@ func runSessionVerb(ctx context.Context, verb string, args []string, stdio IO, e
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(out, "%s\n", b)
+			_, err = fmt.Fprintf(out, "%s\n", visibleJSON(b))
 			return err
 		}, client.OnReconnect(reconnectNotice(stdio)))
 		if ctx.Err() != nil {
@@ -145,7 +145,7 @@ func listSessions(ctx context.Context, c *client.Client, agentRef string, asJSON
 		if s.PendingInteraction != nil {
 			state += " (waiting for an answer)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.AgentID, state, bound(s.Title, 40, 1), s.LastSeq, s.UpdatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.AgentID, state, visibleField(bound(s.Title, 40, 1)), s.LastSeq, s.UpdatedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }
@@ -227,7 +227,7 @@ func sendInput(ctx context.Context, c *client.Client, agentRef, cmid string, res
 // being remade.
 func reconnectNotice(stdio IO) func(client.Reconnect) {
 	return func(r client.Reconnect) {
-		fmt.Fprintf(stdio.Stderr, "[connection lost: %v; reconnecting after seq %d]\n", r.Err, r.AfterSeq)
+		fmt.Fprintf(stdio.Stderr, "[connection lost: %s; reconnecting after seq %d]\n", visible(fmt.Sprint(r.Err)), r.AfterSeq)
 	}
 }
 
@@ -236,7 +236,8 @@ func useColor(stdio IO, env Env) bool {
 	return env("NO_COLOR") == "" && env("TERM") != "dumb" && isTerminal(stdio.Stdout)
 }
 
-// printTranscript prints a folded conversation, one message a paragraph.
+// printTranscript prints a folded conversation, one message a paragraph,
+// its text shown through visible.
 func printTranscript(w io.Writer, tr client.Transcript) {
 	for _, m := range tr.Messages {
 		who := "agent"
@@ -254,6 +255,6 @@ func printTranscript(w io.Writer, tr client.Transcript) {
 		if len(tools) > 0 {
 			text = "[" + strings.Join(tools, ", ") + "] " + text
 		}
-		fmt.Fprintf(w, "%s: %s\n", who, text)
+		fmt.Fprintf(w, "%s: %s\n", who, visible(text))
 	}
 }
