@@ -42,7 +42,12 @@ func (s *Server) forwardElsewhere(w http.ResponseWriter, r *http.Request, rec *s
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			// An endpoint host's request keeps its Host: the replica routes
+			// on it (the same EndpointDomain is every replica's).
 			pr.Out.Host = target.Host
+			if _, onEndpoint := s.endpointLabel(pr.In.Host); onEndpoint {
+				pr.Out.Host = pr.In.Host
+			}
 			pr.Out.Header.Set(HeaderForwarded, s.cfg.Holder)
 		},
 		FlushInterval: -1, // SSE and streamed output pass unbuffered

@@ -25,7 +25,9 @@ import (
 // proxy. It may also be given as the query parameter astrabox_token and,
 // for execd's port, under execd's own header (wire.HeaderAccessToken),
 // which is the one the OpenSandbox SDKs send to execd: the proxy checks
-// it there and replaces it by the box's real access token.
+// it there and replaces it by the box's real access token. On an endpoint
+// host, a token given in the query is also kept in a cookie of that host
+// (endpointCookie), for the page's other requests.
 const HeaderProxyToken = "X-AstraBox-Proxy-Token"
 
 // endpointHeaders are the headers an endpoint of port tells clients to
@@ -37,20 +39,6 @@ func endpointHeaders(port int, token string) map[string]string {
 		h[wire.HeaderAccessToken] = token
 	}
 	return h
-}
-
-// proxyToken returns the signed token a proxy request carries, if any.
-func proxyToken(r *http.Request, port int) string {
-	if tok := r.Header.Get(HeaderProxyToken); tok != "" {
-		return tok
-	}
-	if tok := r.URL.Query().Get("astrabox_token"); tok != "" {
-		return tok
-	}
-	if port == wire.DefaultPort {
-		return r.Header.Get(wire.HeaderAccessToken)
-	}
-	return ""
 }
 
 // signToken grants access to sandbox id's port until exp.
@@ -136,15 +124,26 @@ func parseExpires(v string, now time.Time) (time.Time, error) {
 	return at, nil
 }
 
-// getEndpoint returns the server-proxy endpoint of a port. `expires` sets
-// when its signed token stops working (see parseExpires; default: when the
-// sandbox expires, or in 24 hours).
+// getEndpoint returns the endpoint of a port: with an endpoint domain
+// configured, the port's own origin {port}-{id}.{domain}[:port] (a host,
+// no path: clients add their scheme and the box's paths), otherwise, or
+// with use_server_proxy=true, the server proxy on the API's host,
+// host/v1/sandboxes/{id}/proxy/{port}. `expires` sets when its signed token
+// stops working (see parseExpires; default: when the sandbox expires, or in
+// 24 hours).
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	serverProxy := false
+	if v := r.URL.Query().Get("use_server_proxy"); v != "" {
+		if serverProxy, err = strconv.ParseBool(v); err != nil {
+			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "use_server_proxy must be true or false, got %q", v))
+			return
+		}
 	}
 	rec, err := s.svc.Get(r.Context(), id)
 	if err != nil {
@@ -162,26 +161,53 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	exp = exp.Truncate(time.Second).UTC()
+	endpoint := fmt.Sprintf("%s/v1/sandboxes/%s/proxy/%d", s.publicHost(r), id, port)
+	if s.epHost != "" && !serverProxy {
+		endpoint = s.endpointHostname(rec.ID, port)
+	}
 	writeJSON(w, http.StatusOK, Endpoint{
-		Endpoint:  fmt.Sprintf("%s/v1/sandboxes/%s/proxy/%d", s.publicHost(r), id, port),
+		Endpoint:  endpoint,
 		Headers:   endpointHeaders(port, s.signToken(id, port, exp)),
 		ExpiresAt: &exp,
 	})
 }
 
-// proxy forwards a request to a port of a sandbox through its execd: the
-// execd port itself goes to execd's API, any other port through execd's
-// /proxy/{port}. HTTP, SSE (unbuffered) and WebSocket pass; query strings
-// and bodies are untouched. A closed port answers 502 UPSTREAM_UNREACHABLE.
-func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+// boxOrigin is where a proxied request came in, which decides what of the
+// box's response passes (see boxorigin.go).
+type boxOrigin int
+
+const (
+	// sharedOrigin is /v1/sandboxes/{id}/proxy/{port}/... on the origin of
+	// the console and the API.
+	sharedOrigin boxOrigin = iota
+	// endpointOrigin is {port}-{id}.{EndpointDomain}, the box's own.
+	endpointOrigin
+)
+
+// proxy serves the shared origin's proxy routes.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request) { s.serveProxy(w, r, sharedOrigin) }
+
+// serveProxy forwards a request to a port of a sandbox (the path values
+// id, port and rest) through its execd: the execd port itself goes to
+// execd's API, any other port through execd's /proxy/{port}. HTTP, SSE
+// (unbuffered) and WebSocket pass; query strings (less astrabox_token) and
+// bodies are untouched. A closed port answers 502 UPSTREAM_UNREACHABLE.
+// On the shared origin a service worker script is refused (403
+// SERVICE_WORKER_REFUSED), the Cookie header is not forwarded and the
+// response is confined (confineShared); on an endpoint origin the endpoint
+// cookie authenticates too and is not forwarded, and the response keeps
+// its cookies on the host (confineEndpoint).
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOrigin) {
 	id := r.PathValue("id")
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	tok := proxyToken(r, port)
-	if !s.authorized(r) && !(tok != "" && s.checkToken(tok, id, port)) {
+	if origin == sharedOrigin && refuseServiceWorker(w, r) {
+		return
+	}
+	if !s.authorized(r) && !s.tokenAuthorized(w, r, id, port, origin) {
 		writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
 		return
 	}
@@ -226,9 +252,32 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 				q.Del("astrabox_token")
 				pr.Out.URL.RawQuery = q.Encode()
 			}
+			switch origin {
+			case sharedOrigin:
+				// The browser's cookies here are the console's.
+				pr.Out.Header.Del("Cookie")
+			case endpointOrigin:
+				cookies := pr.Out.Header.Values("Cookie")
+				pr.Out.Header.Del("Cookie")
+				for _, c := range cookies {
+					if c = withoutCookie(c, endpointCookie); c != "" {
+						pr.Out.Header.Add("Cookie", c)
+					}
+				}
+			}
 			pr.Out.Header.Set(wire.HeaderAccessToken, token)
 			pr.SetXForwarded()
 			pr.Out.Body = exactbody.Wrap(pr.Out.Body, pr.Out.ContentLength)
+		},
+		// Also called for a WebSocket upgrade's 101, whose headers a browser
+		// honours as well.
+		ModifyResponse: func(resp *http.Response) error {
+			if origin == sharedOrigin {
+				confineShared(resp.Header)
+			} else {
+				confineEndpoint(resp.Header)
+			}
+			return nil
 		},
 		Transport:     s.transport,
 		FlushInterval: -1,
@@ -238,4 +287,34 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// tokenAuthorized reports whether r carries a valid endpoint token for
+// port of sandbox id: in HeaderProxyToken, the astrabox_token query
+// parameter, execd's header for execd's port, or on an endpoint origin the
+// endpoint cookie. A valid token from the query on an endpoint origin is
+// kept in the endpoint cookie (setEndpointCookie).
+func (s *Server) tokenAuthorized(w http.ResponseWriter, r *http.Request, id string, port int, origin boxOrigin) bool {
+	if tok := r.Header.Get(HeaderProxyToken); tok != "" && s.checkToken(tok, id, port) {
+		return true
+	}
+	if port == wire.DefaultPort {
+		if tok := r.Header.Get(wire.HeaderAccessToken); tok != "" && s.checkToken(tok, id, port) {
+			return true
+		}
+	}
+	if tok := r.URL.Query().Get("astrabox_token"); tok != "" && s.checkToken(tok, id, port) {
+		if origin == endpointOrigin {
+			setEndpointCookie(w, r, tok)
+		}
+		return true
+	}
+	if origin == endpointOrigin {
+		for _, c := range r.CookiesNamed(endpointCookie) {
+			if s.checkToken(c.Value, id, port) {
+				return true
+			}
+		}
+	}
+	return false
 }

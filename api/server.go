@@ -40,6 +40,14 @@ type Config struct {
 	// PublicHost is host[:port] clients reach this server at, used in
 	// endpoints (default: the request's Host).
 	PublicHost string
+	// EndpointDomain, when set, gives every port of every sandbox an origin
+	// of its own: a request whose Host is {port}-{id}.{EndpointDomain}
+	// reaches that port through the proxy and nothing else of the server,
+	// and endpoints are handed out there. A DNS name with an optional
+	// :port, which handed-out endpoints keep (see ParseEndpointDomain; an
+	// invalid one panics: callers check it first). Empty: endpoints are on
+	// the shared origin only, confined (see boxorigin.go).
+	EndpointDomain string
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MetricsRequireKey answers /metrics only to requests with the API
@@ -74,6 +82,10 @@ type Server struct {
 	// draining is set when the server is shutting down: /readyz answers
 	// 503 so load balancers stop sending it requests.
 	draining atomic.Bool
+	// epHost and epPort are Config.EndpointDomain parsed; epMux serves
+	// its hosts (the proxy only).
+	epHost, epPort string
+	epMux          *http.ServeMux
 }
 
 // SetDraining marks the server as shutting down (see /readyz).
@@ -98,6 +110,15 @@ func New(cfg Config) *Server {
 		cfg.Console = console.Handler()
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, plat: cfg.Platform, log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.EndpointDomain != "" {
+		var err error
+		if s.epHost, s.epPort, err = ParseEndpointDomain(cfg.EndpointDomain); err != nil {
+			panic("api: " + err.Error())
+		}
+		// A mux of its own cleans paths (redirecting "..") as the API's does.
+		s.epMux = http.NewServeMux()
+		s.epMux.HandleFunc("/{rest...}", s.endpointHostProxy)
+	}
 	s.transport = s.newProxyTransport()
 	s.routes()
 	return s
@@ -187,7 +208,9 @@ func (s *Server) KeyValid(key string) bool {
 	return subtle.ConstantTimeCompare(got[:], s.cfg.APIKeyHash[:]) == 1
 }
 
-// ServeHTTP adds X-Request-ID to every answer and logs failures.
+// ServeHTTP adds X-Request-ID to every answer and logs failures. A request
+// to a host under Config.EndpointDomain is served by the endpoint proxy
+// only (endpointHostProxy), never by an API or console route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("X-Request-ID")
 	if id == "" || len(id) > 128 {
@@ -196,10 +219,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = hex.EncodeToString(b[:])
 	}
 	w.Header().Set("X-Request-ID", id)
-	s.boundBodyRead(w, r)
+	_, onEndpoint := s.endpointLabel(r.Host)
+	if !onEndpoint { // a box's streams, as on the proxy's paths (deadline.go)
+		s.boundBodyRead(w, r)
+	}
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	start := time.Now()
-	s.mux.ServeHTTP(rec, r)
+	if onEndpoint {
+		s.epMux.ServeHTTP(rec, r)
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
 	if rec.status >= 500 {
 		// The cause's full text goes to the log only; the client saw its
 		// safe message.

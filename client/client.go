@@ -246,9 +246,14 @@ func (c *Client) Endpoint(ctx context.Context, id string, port int) (*wire.Endpo
 }
 
 // Execd returns a client of the sandbox's execd, through the server's
-// proxy: commands, files, terminals and ports of the box.
+// proxy on the API's own host (use_server_proxy): commands, files,
+// terminals and ports of the box. A program is no browser, so it needs no
+// origin of the box's own, and the server's endpoint domain need not
+// resolve where the program runs.
 func (c *Client) Execd(ctx context.Context, id string) (*execdclient.Client, error) {
-	ep, err := c.Endpoint(ctx, id, ExecdPort)
+	var ep wire.Endpoint
+	err := c.doJSON(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(id)+"/endpoints/"+strconv.Itoa(ExecdPort),
+		url.Values{"use_server_proxy": {"true"}}, nil, &ep, nil)
 	if err != nil {
 		return nil, err
 	}

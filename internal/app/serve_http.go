@@ -2,8 +2,11 @@ package app
 
 import (
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/internal/server"
 )
 
@@ -43,4 +46,29 @@ func (c httpConfig) limits() (server.HTTPLimits, error) {
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	return server.HTTPLimits{ReadHeaderTimeout: sec(c.ReadHeaderTimeout), BodyReadTimeout: sec(c.BodyReadTimeout),
 		IdleTimeout: sec(c.IdleTimeout), MaxConnections: c.MaxConnections, MaxConnectionsPerIP: c.MaxConnectionsPerIP}, nil
+}
+
+// checkEndpointDomain checks --endpoint-domain (empty: none) against
+// --public-host: the API's host must not lie under the endpoint domain,
+// whose every host is served by the sandbox proxy only.
+func checkEndpointDomain(domain, publicHost string) error {
+	if domain == "" {
+		return nil
+	}
+	host, _, err := api.ParseEndpointDomain(domain)
+	if err != nil {
+		return fmt.Errorf("--endpoint-domain: %w", err)
+	}
+	if publicHost == "" {
+		return nil
+	}
+	ph := publicHost
+	if h, _, err := net.SplitHostPort(ph); err == nil {
+		ph = h
+	}
+	ph = strings.TrimSuffix(strings.ToLower(ph), ".")
+	if strings.HasSuffix(ph, "."+host) {
+		return fmt.Errorf("--endpoint-domain %q: the public host %q lies under it, and every host there is a sandbox's; give the endpoints a domain of their own", domain, publicHost)
+	}
+	return nil
 }

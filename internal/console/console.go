@@ -63,9 +63,11 @@ type handler struct {
 
 // contentSecurityPolicy lets the page load and connect to its own origin
 // only: nothing from a CDN, no inline scripts. Inline styles are allowed
-// (React style attributes, xterm.js), as are WebSockets to the origin.
+// (React style attributes, xterm.js), as are WebSockets to the origin. The
+// console starts no worker of any kind, so none may be started from it: a
+// script injected into the page could not install a service worker.
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
-	"img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self' ws: wss:; " +
+	"img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self' ws: wss:; worker-src 'none'; " +
 	"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -80,6 +82,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/":
 		hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+		// Pages the console opens (a sandbox's content among them) get no
+		// handle on it, nor it on them.
+		hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
 		hdr.Set("Cache-Control", "no-cache")
 		page := h.index
 		if page == nil {

@@ -60,15 +60,23 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// TestIndexPolicy: the page may load nothing from another origin.
+// TestIndexPolicy: the page may load nothing from another origin, start
+// no worker (a service worker least of all), and shares no window with
+// the pages it opens.
 func TestIndexPolicy(t *testing.T) {
 	rec := httptest.NewRecorder()
 	New(fstest.MapFS{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	csp := rec.Header().Get("Content-Security-Policy")
-	for _, want := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'"} {
+	for _, want := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "worker-src 'none'"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
 		}
+	}
+	if got := rec.Header().Get("Cross-Origin-Opener-Policy"); got != "same-origin" {
+		t.Errorf("Cross-Origin-Opener-Policy %q, want same-origin", got)
+	}
+	if got := rec.Header().Get("Service-Worker-Allowed"); got != "" {
+		t.Errorf("Service-Worker-Allowed %q on the console's page", got)
 	}
 }
 
