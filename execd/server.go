@@ -42,13 +42,21 @@ type Config struct {
 	// standard install's /usr/local/go/bin/go).
 	Go string
 	// OutputLimit bounds the retained output of each stream of a command
-	// (default 8 MiB).
+	// (default 8 MiB; never more than the total, see OutputTotal).
 	OutputLimit int64
 	// OutputTotal bounds the output retained by all commands, session
 	// runs and code cells together (default 128 MiB): past it, finished
 	// ones lose their output first, oldest first (outlog.Budget); a
 	// command's status reports the bytes it lost (output_dropped).
+	// Retained output is charged to the box's memory, so New lowers the
+	// total to 1/OutputMemoryShare of the box's memory limit (but not
+	// below MinOutputTotal) where that is smaller; a smaller configured
+	// total always wins.
 	OutputTotal int64
+	// MemoryLimit is the memory limit of the box execd serves, in bytes,
+	// which sizes OutputTotal: 0 reads it from execd's own cgroup when New
+	// runs (CgroupMemoryLimit), a negative value means none applies.
+	MemoryLimit int64
 	// Retention is how long a finished command's record and output are
 	// kept (default 10 minutes).
 	Retention time.Duration
@@ -95,7 +103,6 @@ func (c *Config) setDefaults() {
 	if c.OutputTotal <= 0 {
 		c.OutputTotal = 128 << 20
 	}
-	c.output = outlog.NewBudget(c.OutputTotal)
 	if c.Retention <= 0 {
 		c.Retention = 10 * time.Minute
 	}
@@ -111,6 +118,30 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.sizeOutput()
+}
+
+// sizeOutput fits OutputTotal and OutputLimit to the box's memory limit
+// (MemoryLimit, or its own cgroup's), makes the budget, and logs the
+// figures chosen.
+func (c *Config) sizeOutput() {
+	source := "config"
+	if c.MemoryLimit == 0 {
+		limit, ok, err := CgroupMemoryLimit("/")
+		switch {
+		case err != nil:
+			c.Logger.Warn("execd: the box's memory limit is unknown; output retention is not sized from it", "err", err)
+		case ok:
+			c.MemoryLimit, source = limit, "cgroup"
+		}
+	}
+	c.OutputTotal, c.OutputLimit = sizeOutput(c.OutputTotal, c.OutputLimit, c.MemoryLimit)
+	c.output = outlog.NewBudget(c.OutputTotal)
+	if c.MemoryLimit <= 0 {
+		source = "none"
+	}
+	c.Logger.Info("execd: output retention", "total_bytes", c.OutputTotal, "per_stream_bytes", c.OutputLimit,
+		"memory_limit_bytes", max(c.MemoryLimit, 0), "memory_limit_from", source)
 }
 
 // Server is the execd HTTP service and the owner of every process it runs.

@@ -1,16 +1,16 @@
 package execd
 
-import "net/http"
+import (
+	"net/http"
 
-// Status (addition) is the body of GET /status: what the box is busy with,
-// for a server deciding whether a sandbox is idle.
-type statusResponse struct {
-	RunningCommands int `json:"running_commands"`
-}
+	"github.com/astrabox/astrabox/execd/wire"
+)
 
+// handleStatus answers GET /status (an addition) with wire.ServerStatus.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	s.commands.mu.Lock()
 	n := s.commands.running
 	s.commands.mu.Unlock()
-	writeJSON(w, http.StatusOK, statusResponse{RunningCommands: n})
+	writeJSON(w, http.StatusOK, wire.ServerStatus{RunningCommands: n, OutputTotal: s.cfg.OutputTotal, OutputLimit: s.cfg.OutputLimit,
+		OutputRetained: s.cfg.output.Used(), MemoryLimit: max(s.cfg.MemoryLimit, 0)})
 }

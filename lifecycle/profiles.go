@@ -100,6 +100,11 @@ func (s *Service) PutProfile(ctx context.Context, p Profile) (Profile, error) {
 	if err := s.cfg.Limits.checkProfile(p); err != nil {
 		return Profile{}, err
 	}
+	if p.SessionLimits != nil {
+		if err := p.SessionLimits.Validate(); err != nil {
+			return Profile{}, err
+		}
+	}
 	if p.PoolSize < 0 || p.PoolSize > MaxPoolSize {
 		return Profile{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "poolSize must be 0 to %d", MaxPoolSize)
 	}

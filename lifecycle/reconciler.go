@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,10 +16,13 @@ import (
 
 // Reconcile runs one reconciler per enabled backend until ctx ends, each
 // every interval: it deletes expired and idle sandboxes, marks records whose
-// box is gone as Failed, deletes Failed and half-created boxes, and
-// removes orphans (boxes the backend has that the store does not know),
-// and refills warm pools, also at once when a claim took a pooled box.
-// One slow or dead backend never delays another.
+// box died (or is gone) as Failed with the reason the backend gives and
+// releases what the backend still holds of the box, keeping the record
+// until it is deleted or expires (see keptFailed); it deletes other Failed
+// records (a failed delete or create) and half-created boxes, removes
+// orphans (boxes the backend has that the store does not know), and
+// refills warm pools, also at once when a claim took a pooled box. One
+// slow or dead backend never delays another.
 func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 	s.interval.Store(int64(interval))
 	var wg sync.WaitGroup
@@ -109,6 +113,8 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 				continue
 			}
 			s.reap(pass, rec.ID, "idle_timeout")
+		case rec.State == sandbox.StateFailed && keptFailed(rec):
+			s.release(pass, p, rec.ID)
 		case rec.State == sandbox.StateFailed || rec.State == sandbox.StateStopping:
 			s.reap(pass, rec.ID, "cleanup_"+string(rec.State))
 		case rec.State == sandbox.StatePending && now.Sub(rec.CreatedAt) > s.cfg.CreateTimeout+time.Minute:
@@ -120,11 +126,16 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 			}
 			info, err := p.Inspect(pass, rec.ID)
 			if errors.Is(err, sandbox.ErrNotFound) || (err == nil && info.State == sandbox.StateFailed) {
-				reason := "box_lost"
+				reason := sandbox.ReasonLost
 				if err == nil {
-					reason = "runtime_error: " + info.Reason
+					reason = diedReason(info.Reason)
 				}
-				s.markFailed(pass, rec.ID, reason)
+				if s.markFailed(pass, rec.ID, reason) {
+					s.log.Warn("reconcile: sandbox died", "backend", name, "sandbox_id", rec.ID, "reason", reason)
+					if rec.Pool == "" {
+						s.release(pass, p, rec.ID)
+					}
+				}
 			}
 		}
 	}
@@ -172,20 +183,87 @@ func (s *Service) reap(ctx context.Context, id, reason string) {
 }
 
 // markFailed records sandbox id as Failed for reason, unless it is gone or
-// already Terminated or Failed; other fields keep their stored values.
-func (s *Service) markFailed(ctx context.Context, id, reason string) {
+// already Terminated or Failed; other fields keep their stored values. It
+// reports whether it moved the record.
+func (s *Service) markFailed(ctx context.Context, id, reason string) bool {
 	unlock := s.lock(id)
 	defer unlock()
+	moved := false
 	_, err := s.update(ctx, id, func(cur *store.Sandbox) error {
 		if cur.State.Terminal() {
 			return errUnchanged
 		}
 		cur.State, cur.Reason = sandbox.StateFailed, reason
+		moved = true
 		return nil
 	})
-	if err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
-		s.log.Warn("reconcile: mark failed", "sandbox_id", id, "reason", reason, "err", err)
+	if err != nil {
+		if sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+			s.log.Warn("reconcile: mark failed", "sandbox_id", id, "reason", reason, "err", err)
+		}
+		return false
 	}
+	return moved
+}
+
+// reasonRuntimeError prefixes the reason of a box the backend reports
+// Failed without one of the codes of a box that died (sandbox.DiedReason).
+const reasonRuntimeError = "runtime_error"
+
+// diedReason is the reason a record keeps for a box its backend reports
+// Failed with reason: the backend's own when it names how the box died
+// (oom_killed, box_exited, box_lost; or runtime_error, as a remote server
+// reports it), else runtime_error and the backend's message.
+func diedReason(reason string) string {
+	if namesDeath(reason) {
+		return reason
+	}
+	return reasonRuntimeError + ": " + reason
+}
+
+// namesDeath reports whether reason says how a box died: one of the codes
+// of sandbox.DiedReason, or runtime_error.
+func namesDeath(reason string) bool {
+	code, _, _ := strings.Cut(reason, ": ")
+	return code == reasonRuntimeError || sandbox.DiedReason(code)
+}
+
+// keptFailed reports whether Failed record rec is one the reconciler keeps:
+// a user's box (not a warm pool's) that died while it ran, whose record
+// says why until the user deletes it (or it expires). Other Failed records
+// (a delete or a create that failed, a pool box) are deleted by the
+// reconciler.
+func keptFailed(rec *store.Sandbox) bool {
+	return rec.Pool == "" && namesDeath(rec.Reason)
+}
+
+// release frees what backend p still holds of the box of kept Failed
+// record id (its cgroups, uid range, container, directories; its processes
+// are gone) and leaves the record as it is. It does so once per box per
+// process: a release that fails is tried again by the next pass, and one
+// that finds the record changed (deleted meanwhile) does nothing.
+func (s *Service) release(ctx context.Context, p sandbox.Provider, id string) {
+	if _, done := s.released.Load(id); done {
+		return
+	}
+	unlock := s.lock(id)
+	defer unlock()
+	rec, err := s.cfg.Store.GetSandbox(ctx, id)
+	if err != nil || rec.State != sandbox.StateFailed || !keptFailed(rec) {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
+	if err := p.Delete(dctx, id); err != nil {
+		s.log.Warn("reconcile: release the box of a failed sandbox", "sandbox_id", id, "err", err)
+		return
+	}
+	s.released.Store(id, true)
+	s.tokens.Delete(id)
+	if spec, err := recordSpec(rec); err == nil && spec.CredentialProxy {
+		s.forgetCredentialVault(ctx, id)
+	}
+	s.log.Info("reconcile: released the box of a failed sandbox; its record stays until it is deleted", "sandbox_id", id, "reason", rec.Reason)
 }
 
 // reconcileTTL is how long a pass's lease lasts: three intervals, so a

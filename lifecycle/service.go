@@ -90,6 +90,9 @@ type Profile struct {
 	EngineKinds []string       `json:"engine_kinds,omitempty"`
 	Model       *ModelEndpoint `json:"model,omitempty"`
 	Workspace   *WorkspaceSpec `json:"workspace,omitempty"`
+	// SessionLimits bound what each agent Session on the profile may cost
+	// the server (nil: the server's defaults; see SessionLimits).
+	SessionLimits *SessionLimits `json:"session_limits,omitempty"`
 	// Version is the stored record's version (output only on the sandbox
 	// view; the platform's PUT may name it to update only that version).
 	Version int64 `json:"version,omitempty"`
@@ -121,6 +124,9 @@ type Service struct {
 	// attached records the boxes this process's providers know (see
 	// ensureAttached).
 	attached sync.Map
+	// released records the dead boxes whose remains this process removed
+	// from their backend while keeping their Failed records (see release).
+	released sync.Map
 	// instances caches backend name -> instance name (see Instance).
 	instances sync.Map
 	// holding records, per backend, whether the last pass held the
@@ -171,6 +177,11 @@ func New(cfg Config) (*Service, error) {
 		}
 		if err := cfg.Limits.checkProfile(p); err != nil {
 			return nil, fmt.Errorf("lifecycle: profile %s: %w", name, err)
+		}
+		if p.SessionLimits != nil {
+			if err := p.SessionLimits.Validate(); err != nil {
+				return nil, fmt.Errorf("lifecycle: profile %s: %w", name, err)
+			}
 		}
 		p.Name = name // the map's key names it
 		profiles[name] = p
@@ -522,6 +533,7 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 	rec.State = sandbox.StateTerminated
 	s.tokens.Delete(id)
 	s.attached.Delete(id)
+	s.released.Delete(id)
 	if spec, err := recordSpec(rec); err == nil && spec.CredentialProxy {
 		s.forgetCredentialVault(ctx, id)
 	}

@@ -1,6 +1,9 @@
 package sandbox
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // State is the lifecycle state of a sandbox. The set is closed: backends map
 // their own observations onto these values and document how.
@@ -62,4 +65,33 @@ func (s State) CheckTransition(next State) error {
 		return nil
 	}
 	return &Error{Code: CodeConflict, Message: fmt.Sprintf("sandbox is %s and cannot become %s", s, next)}
+}
+
+// Reason codes of a box that died on its own rather than being stopped: a
+// backend's Info.Reason for it begins with one, then ": " and what the
+// backend saw (an exit code, a signal, how many OOM kills). The server
+// keeps the record of such a box, Failed with that reason, until it is
+// deleted (or expires).
+const (
+	// ReasonOOMKilled: the kernel's OOM killer ended the box's main
+	// process (its init, or its container's first process) at the box's
+	// memory limit.
+	ReasonOOMKilled = "oom_killed"
+	// ReasonExited: the box's main process exited, or was killed by a
+	// signal, for another reason.
+	ReasonExited = "box_exited"
+	// ReasonLost: the backend no longer has the box.
+	ReasonLost = "box_lost"
+)
+
+// DiedReason reports whether reason (a record's or an Info's) says that a
+// box died on its own: one of the codes above, alone or followed by ": "
+// and a message.
+func DiedReason(reason string) bool {
+	code, _, _ := strings.Cut(reason, ": ")
+	switch code {
+	case ReasonOOMKilled, ReasonExited, ReasonLost:
+		return true
+	}
+	return false
 }

@@ -226,13 +226,21 @@ func (c *Client) Ping(ctx context.Context) error {
 // RunningCommands returns how many commands execd is running (GET /status,
 // an addition), which a server uses to tell an idle box from a busy one.
 func (c *Client) RunningCommands(ctx context.Context) (int, error) {
-	var st struct {
-		RunningCommands int `json:"running_commands"`
-	}
-	if err := c.doJSON(ctx, http.MethodGet, "/status", nil, nil, &st); err != nil {
+	st, err := c.ServerStatus(ctx)
+	if err != nil {
 		return 0, err
 	}
 	return st.RunningCommands, nil
+}
+
+// ServerStatus returns execd's own status (GET /status, an addition): the
+// commands it runs and the output it retains, and may retain.
+func (c *Client) ServerStatus(ctx context.Context) (wire.ServerStatus, error) {
+	var st wire.ServerStatus
+	if err := c.doJSON(ctx, http.MethodGet, "/status", nil, nil, &st); err != nil {
+		return wire.ServerStatus{}, err
+	}
+	return st, nil
 }
 
 // WaitReady pings until execd answers or ctx ends, backing off from 1 ms.

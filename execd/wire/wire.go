@@ -117,6 +117,22 @@ type CommandStatus struct {
 	OutputDropped int64 `json:"output_dropped"`
 }
 
+// ServerStatus (addition) is the body of GET /status: what execd is busy
+// with, for a server deciding whether a box is idle, and the output
+// retention it sized at start from the box's memory limit.
+type ServerStatus struct {
+	RunningCommands int `json:"running_commands"`
+	// OutputTotal and OutputLimit bound the output retained by all
+	// commands together and per stream of one command.
+	OutputTotal int64 `json:"output_total_bytes"`
+	OutputLimit int64 `json:"output_limit_bytes"`
+	// OutputRetained is what all commands retain now.
+	OutputRetained int64 `json:"output_retained_bytes"`
+	// MemoryLimit is the box's memory limit that sized the retention
+	// (absent: none applies).
+	MemoryLimit int64 `json:"memory_limit_bytes,omitempty"`
+}
+
 // SignalRequest (addition) is the body of POST /command/{id}/signal.
 type SignalRequest struct {
 	Signal string `json:"signal"` // "SIGTERM", "TERM" or a number

@@ -27,8 +27,10 @@ func runExecd(ctx context.Context, args []string, stdio IO, env Env) error {
 	tokenFile := fs.String("access-token-file", "", "read the access token from this file")
 	tokenFD := fs.Int("access-token-fd", 0, "read the access token from this inherited file descriptor (to EOF)")
 	workdir := fs.String("workdir", "", "default working directory of commands")
-	outputLimit := fs.Int64("output-limit", 8<<20, "bytes of output retained per stream of a command")
-	outputTotal := fs.Int64("output-total", 128<<20, "bytes of output retained by all commands together (oldest finished dropped first)")
+	outputLimit := fs.Int64("output-limit", 8<<20, "bytes of output retained per stream of a command (at most the total)")
+	outputTotal := fs.Int64("output-total", 128<<20, fmt.Sprintf("bytes of output retained by all commands together (oldest finished dropped first); "+
+		"at most 1/%d of the box's memory limit, read from execd's cgroup at start, but not below %d MiB unless given smaller",
+		execd.OutputMemoryShare, execd.MinOutputTotal>>20))
 	retention := fs.Duration("retention", 10*time.Minute, "how long finished commands are kept")
 	maxCommands := fs.Int("max-commands", 256, "concurrently running commands")
 	maxUpload := fs.Int64("max-upload", 0, "largest uploaded file in bytes (0: no limit)")

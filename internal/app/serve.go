@@ -44,6 +44,7 @@ type serveConfig struct {
 	DefaultBackend string                       `json:"defaultBackend"`
 	MaxSandboxes   int                          `json:"maxSandboxes"`
 	PublicHost     string                       `json:"publicHost"`
+	EndpointDomain string                       `json:"endpointDomain"`
 	Profiles       map[string]lifecycle.Profile `json:"profiles"`
 	Native         nativeConfig                 `json:"native"`
 	Docker         dockerConfig                 `json:"docker"`
@@ -65,6 +66,9 @@ type serveConfig struct {
 	Shipyard shipyardConfig `json:"shipyard"`
 	// Egress configures the egress proxy of network limited (serve_egress.go).
 	Egress egressConfig `json:"egress"`
+	// SessionLimits bound what one agent Session may cost the server
+	// (serve_sessions.go).
+	SessionLimits sessionLimitsConfig `json:"sessionLimits"`
 }
 
 // replicasConfig is the "replicas" section of the config file.
@@ -143,6 +147,9 @@ func (c *serveConfig) validate() error {
 	if _, err := c.Limits.limits(); err != nil {
 		return err
 	}
+	if _, err := c.SessionLimits.limits(); err != nil {
+		return err
+	}
 	if err := c.OpenSandbox.validate(); err != nil {
 		return err
 	}
@@ -196,6 +203,7 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	insecure := fs.Bool("insecure", false, "serve without authentication")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "active sandbox quota (0: none)")
 	publicHost := fs.String("public-host", "", "host:port clients reach this server at, for endpoints (default: the request's Host)")
+	endpointDomain := fs.String("endpoint-domain", "", "serve each sandbox port on its own origin, {port}-{id}.DOMAIN[:port] (wildcard DNS to this server); see docs/deployment.md")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -231,6 +239,10 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	*backends = pick("backends", *backends, strings.Join(fileCfg.Backends, ","))
 	*defaultBackend = pick("default-backend", *defaultBackend, fileCfg.DefaultBackend)
 	*publicHost = pick("public-host", *publicHost, fileCfg.PublicHost)
+	*endpointDomain = pick("endpoint-domain", *endpointDomain, fileCfg.EndpointDomain)
+	if err := checkEndpointDomain(*endpointDomain, *publicHost); err != nil {
+		return err
+	}
 	if !set["max-sandboxes"] && fileCfg.MaxSandboxes > 0 {
 		*maxSandboxes = fileCfg.MaxSandboxes
 	}
@@ -301,11 +313,15 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
+	sessionLimits, err := fileCfg.SessionLimits.limits()
+	if err != nil {
+		return err
+	}
 	scfg := server.Config{Store: st, Backends: enabled, Installed: fileCfg.installed(), DefaultBackend: *defaultBackend,
 		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Limits: limits, HTTP: httpLimits,
-		MetricsRequireKey: fileCfg.HTTP.MetricsRequireKey, Insecure: *insecure, PublicHost: *publicHost,
+		MetricsRequireKey: fileCfg.HTTP.MetricsRequireKey, Insecure: *insecure, PublicHost: *publicHost, EndpointDomain: *endpointDomain,
 		Vault: ring, Egress: eg, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
-		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second}
+		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second, SessionLimits: sessionLimits}
 	if pg, ok := st.(*postgres.Store); ok {
 		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
 		if err != nil {

@@ -133,3 +133,33 @@ func TestHTTPConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestServeEndpointDomain: --endpoint-domain (or "endpointDomain") must be
+// a DNS name, with an optional port, that the API's public host does not
+// lie under (every host there is a sandbox's).
+func TestServeEndpointDomain(t *testing.T) {
+	var cfg serveConfig
+	if err := decodeConfig([]byte(`{"endpointDomain": "box.example.com"}`), &cfg); err != nil || cfg.EndpointDomain != "box.example.com" {
+		t.Fatalf("decodeConfig = %+v, %v", cfg.EndpointDomain, err)
+	}
+	tests := []struct {
+		domain, publicHost, wantErr string
+	}{
+		{"", "", ""},
+		{"", "api.example.com", ""},
+		{"box.example.com", "", ""},
+		{"box.example.com", "api.example.com:443", ""},
+		{"box.localhost:8080", "127.0.0.1:8080", ""},
+		{"example.com", "example.com", ""},
+		{"box.example.com", "console.box.example.com", "lies under it"},
+		{"example.com", "API.Example.com:8080", "lies under it"},
+		{"https://box.example.com", "", "--endpoint-domain"},
+		{"10.0.0.1", "", "IP address"},
+	}
+	for _, tt := range tests {
+		err := checkEndpointDomain(tt.domain, tt.publicHost)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("checkEndpointDomain(%q, %q) = %v, want %q", tt.domain, tt.publicHost, err, tt.wantErr)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type Config struct {
 	HTTP       HTTPLimits
 	SigningKey []byte
 	PublicHost string
+	// EndpointDomain serves sandbox ports on origins of their own,
+	// {port}-{id}.{EndpointDomain} (api.Config.EndpointDomain); New refuses
+	// an invalid one.
+	EndpointDomain string
 	// Holder names this replica in Session leases (its advertised URL).
 	Holder string
 	Vault  *vault.Ring
@@ -73,7 +77,10 @@ type Config struct {
 	Egress *egress.Manager
 	// SessionIdleTimeout releases idle runtimes whose profile names none.
 	SessionIdleTimeout time.Duration
-	Logger             *slog.Logger
+	// SessionLimits bound each agent Session whose profile sets none
+	// (zero fields: runner.DefaultLimits').
+	SessionLimits lifecycle.SessionLimits
+	Logger        *slog.Logger
 }
 
 // Server is a wired AstraBox server.
@@ -110,8 +117,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Holder == "" {
 		cfg.Holder = "local"
 	}
+	if cfg.EndpointDomain != "" {
+		if _, _, err := api.ParseEndpointDomain(cfg.EndpointDomain); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 5 * time.Second
+	}
+	if err := cfg.SessionLimits.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
 		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
@@ -132,10 +147,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	runners := runner.New(runner.Config{Platform: plat, Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL, Egress: cfg.Egress,
-		IdleTimeout: cfg.SessionIdleTimeout, Logger: cfg.Logger.With("component", "runner")})
+		IdleTimeout: cfg.SessionIdleTimeout, Limits: cfg.SessionLimits, Logger: cfg.Logger.With("component", "runner")})
 	plat.SetWaker(runners)
 	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Platform: plat, APIKeyHash: cfg.APIKeyHash,
-		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, Logger: cfg.Logger, Holder: cfg.Holder,
+		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, EndpointDomain: cfg.EndpointDomain, Logger: cfg.Logger, Holder: cfg.Holder,
 		MetricsRequireKey: cfg.MetricsRequireKey, BodyReadTimeout: cfg.HTTP.withDefaults().BodyReadTimeout})
 	return &Server{Sandboxes: svc, Platform: plat, Runners: runners, Handler: handler, cfg: cfg}, nil
 }

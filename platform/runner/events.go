@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/astrabox/astrabox/platform"
@@ -48,8 +49,20 @@ type after func(context.Context) error
 func (r *runner) handle(ctx context.Context, b batch) error {
 	var entries []store.LogEntry
 	var then []after
+	var pending int64 // payload bytes of entries not yet appended
+	now := time.Now()
 	for _, ev := range b.events {
-		es, fn := r.classify(ctx, ev)
+		var es []store.LogEntry
+		var fn after
+		if size, ok := r.chargeable(ev); ok {
+			if o := r.charge(size, pending, now); o != nil {
+				es, fn = r.endOverLimit(o)
+			}
+		}
+		if es == nil {
+			es, fn = r.classify(ctx, ev)
+		}
+		pending += entryBytes(es)
 		entries = append(entries, es...)
 		if fn != nil {
 			then = append(then, fn)
@@ -102,6 +115,7 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 			return nil, nil
 		}
 		r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID, started: time.Now()}
+		r.abandoned = "" // the program moved on
 		es := []store.LogEntry{
 			r.control("input.consumed", map[string]any{"input_id": in.ID}),
 			r.control("turn.started", map[string]any{"input_id": in.ID}),
@@ -111,15 +125,28 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 			r.chunk(map[string]any{"type": "data-input-consumed", "data": map[string]any{"inputId": in.ID}}),
 		}
 		turnID := in.TurnID
-		return es, func(ctx context.Context) error {
+		consumed := func(ctx context.Context) error {
 			if _, err := r.m.st.SetInputState(ctx, in.ID, store.InputConsumed, "", store.InputAccepted, store.InputDelivered); err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
 			}
 			return r.setState(ctx, platform.StateBusy, "input consumed", func(s *store.Session) { s.CurrentTurnID = turnID })
 		}
+		if !r.full() {
+			return es, consumed
+		}
+		// Handed over before the log was full: the reply ends at once.
+		closing, fail := r.endOverLimit(sessionFull(r.limits.SessionBytes))
+		return append(es, closing...), func(ctx context.Context) error {
+			if err := consumed(ctx); err != nil {
+				return err
+			}
+			return fail(ctx)
+		}
 	case engine.Frame:
 		if r.turn == nil {
-			r.log.Debug("program frame outside a reply; dropped", "chunk", truncate(string(ev.Chunk), 200))
+			if r.log.Enabled(ctx, slog.LevelDebug) {
+				r.log.Debug("program frame outside a reply; dropped", "chunk", truncate(string(ev.Chunk), 200))
+			}
 			return nil, nil
 		}
 		return []store.LogEntry{r.frameEntry(ev.Chunk)}, nil
@@ -152,17 +179,17 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 		}
 		return es, nil
 	case engine.ReplyEnded:
+		if a := r.abandoned; a != "" && (ev.End.InputID == a || (ev.End.InputID == "" && r.turn == nil)) {
+			// The program's end of a reply the runner ended: its native
+			// state is whole again.
+			r.abandoned = ""
+			return nil, r.mirrorNative
+		}
 		return r.replyEnded(ev.End)
 	case engine.NativeKey:
 		return nil, func(ctx context.Context) error { return r.nativeKey(ctx, ev) }
 	case engine.StateGrew:
-		if r.turn != nil && (time.Since(r.turn.started) < mirrorDuringReply || time.Since(r.lastMirror) < mirrorDuringReply) {
-			// Mirrored when the reply ends, and now and then during a long
-			// one: a copy per record of a reply would put a download from
-			// the box on the reply's path.
-			return nil, nil
-		}
-		return nil, r.mirrorNative
+		return nil, r.stateGrew(time.Now())
 	case engine.StateChanged:
 		if ev.State == engine.StateIdle && r.turn == nil {
 			return nil, func(ctx context.Context) error {
@@ -178,11 +205,6 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 	r.log.Debug("program diagnostic", "text", truncate(ev.Text, 500))
 	return nil, nil
 }
-
-// mirrorDuringReply is how often the native state is mirrored while a
-// reply runs (on the program's hint that it grew), so that a long reply
-// lost with its sandbox leaves most of its work in the store.
-const mirrorDuringReply = 10 * time.Second
 
 // consumedInput returns the input a program consumed: the one named, or,
 // for an event naming none, the oldest input the program was handed.
@@ -260,6 +282,10 @@ func (r *runner) nativeKey(ctx context.Context, ev engine.Event) error {
 		return err
 	}
 	if s.NativeKey != "" && s.NativeKey != ev.Key {
+		if r.mismatchNoted {
+			return nil
+		}
+		r.mismatchNoted = true
 		r.log.Warn("program did not resume the session's conversation", "want", s.NativeKey, "got", ev.Key)
 		_, err := r.append(ctx, r.control("native_state.mismatch", map[string]any{"want": s.NativeKey, "got": ev.Key}))
 		return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/sandbox"
@@ -43,7 +44,11 @@ type Config struct {
 	// ModelClient forwards model traffic (default: a client without a
 	// total timeout; streams are long).
 	ModelClient *http.Client
-	Logger      *slog.Logger
+	// Limits are the limits of Sessions whose profile sets none (see
+	// limits.go); zero fields take DefaultLimits'. They must be valid
+	// (lifecycle.SessionLimits.Validate).
+	Limits lifecycle.SessionLimits
+	Logger *slog.Logger
 }
 
 // Manager runs the runners of this replica. It implements platform.Waker.
@@ -81,6 +86,7 @@ func New(cfg Config) *Manager {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 20 * time.Second
 	}
+	cfg.Limits = cfg.Limits.Or(DefaultLimits)
 	ctx, stop := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, p: cfg.Platform, st: cfg.Platform.Store(), log: cfg.Logger, ctx: ctx, stop: stop, runners: map[string]*runner{},
 		draining: make(chan struct{})}

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"time"
 
-	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/sandbox"
@@ -18,15 +17,18 @@ import (
 // recoverFromLog rebuilds the turn state from the log, which is written
 // before the input and session records: an open turn.started is the reply
 // in progress, and input records that lag behind the log are brought up to
-// it.
+// it. It also counts the log's bytes (session_bytes) and the open reply's
+// frames. The log is read a page at a time: a long one is never held whole.
 func (r *runner) recoverFromLog(ctx context.Context) error {
-	entries, err := r.m.st.ReadStream(ctx, r.id, 0, 0)
-	if err != nil {
-		return fmt.Errorf("read log: %w", err)
-	}
 	logState := map[string]string{}
 	var open *turn
-	for _, e := range entries {
+	r.logBytes = 0
+	err := r.readLog(ctx, func(e store.LogEntry) {
+		r.logBytes += int64(len(e.Payload))
+		if open != nil && e.InputID == open.inputID && !strings.Contains(e.Type, ".") {
+			open.frames++ // charged as the reply's, with its own opening frames
+			open.bytes += int64(len(e.Payload))
+		}
 		switch e.Type {
 		case "input.delivered":
 			if logState[e.InputID] == "" || logState[e.InputID] == store.InputAccepted {
@@ -52,6 +54,9 @@ func (r *runner) recoverFromLog(ctx context.Context) error {
 		case "input.failed":
 			logState[e.InputID] = store.InputFailed
 		}
+	})
+	if err != nil {
+		return err
 	}
 	r.turn = open
 	ins, err := r.m.st.ListInputs(ctx, r.id)
@@ -69,6 +74,27 @@ func (r *runner) recoverFromLog(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// logPage is how many log entries recoverFromLog reads at a time.
+const logPage = 1024
+
+// readLog calls fn for every entry of the Session's log, in order.
+func (r *runner) readLog(ctx context.Context, fn func(store.LogEntry)) error {
+	var after int64
+	for {
+		page, err := r.m.st.ReadStream(ctx, r.id, after, logPage)
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		for _, e := range page {
+			fn(e)
+			after = e.Seq
+		}
+		if len(page) < logPage {
+			return nil
+		}
+	}
 }
 
 // lost handles a runtime that is gone (sandbox deleted, expired, program
@@ -133,22 +159,28 @@ func (r *runner) buildFailed(ctx context.Context, pending []*store.Input, err er
 	}
 	r.log.Warn("session runtime could not be built", "err", err)
 	for _, in := range pending {
-		r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID}
-		es := []store.LogEntry{
-			r.control("turn.started", map[string]any{"input_id": in.ID}),
-			r.chunk(map[string]any{"type": "data-turn-accepted", "data": map[string]any{"turnId": in.TurnID, "inputId": in.ID}}),
-			r.chunk(map[string]any{"type": "start", "messageId": r.turn.messageID, "messageMetadata": map[string]any{"turn_id": in.TurnID, "input_id": in.ID}}),
-		}
-		if _, err := r.append(ctx, es...); err != nil {
-			return false, err
-		}
-		if err := r.failInput(ctx, in, code, msg); err != nil {
+		if err := r.failUnstarted(ctx, in, code, msg); err != nil {
 			return false, err
 		}
 	}
 	return false, r.setState(ctx, platform.StateRecoveryRequired, "runtime could not be started: "+msg, func(s *store.Session) {
 		s.SandboxID, s.Runtime, s.CurrentTurnID = "", nil, ""
 	})
+}
+
+// failUnstarted answers an input the program never took with a failed
+// reply: its opening frames, then the failure (the user sees why).
+func (r *runner) failUnstarted(ctx context.Context, in *store.Input, code, msg string) error {
+	r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID}
+	es := []store.LogEntry{
+		r.control("turn.started", map[string]any{"input_id": in.ID}),
+		r.chunk(map[string]any{"type": "data-turn-accepted", "data": map[string]any{"turnId": in.TurnID, "inputId": in.ID}}),
+		r.chunk(map[string]any{"type": "start", "messageId": r.turn.messageID, "messageMetadata": map[string]any{"turn_id": in.TurnID, "input_id": in.ID}}),
+	}
+	if _, err := r.append(ctx, es...); err != nil {
+		return err
+	}
+	return r.failInput(ctx, in, code, msg)
 }
 
 // releaseIdle saves the native state, deletes the sandbox and leaves the
@@ -209,34 +241,5 @@ func (r *runner) answer(ctx context.Context, a engine.Answer) error {
 		return err
 	}
 	_, err = r.updateSession(ctx, func(s *store.Session) { s.PendingInteraction = nil })
-	return err
-}
-
-// mirrorNative copies what the program's native state file gained since
-// the last save into the store, fenced by the lease.
-func (r *runner) mirrorNative(ctx context.Context) error {
-	if r.rt == nil || r.rt.rec.StatePath == "" {
-		return nil
-	}
-	body, err := r.rt.ex.Download(ctx, r.rt.rec.StatePath, r.nativeSize, 0)
-	if err != nil {
-		switch execdclient.CodeOf(err) {
-		case sandbox.CodeRangeNotSatisfiable, sandbox.CodeFileNotFound:
-			return nil // nothing new
-		}
-		r.log.Info("read native state", "err", err)
-		return nil
-	}
-	data, err := io.ReadAll(io.LimitReader(body, 256<<20))
-	body.Close()
-	if err != nil || len(data) == 0 {
-		return nil
-	}
-	size, err := r.m.st.AppendNativeState(ctx, r.id, r.epoch, r.nativeSize, data)
-	if err != nil {
-		return fmt.Errorf("save native state: %w", err)
-	}
-	r.nativeSize, r.lastMirror = size, time.Now()
-	_, err = r.append(ctx, r.control("native_state.saved", map[string]any{"bytes": size}))
 	return err
 }

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
+	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/store"
@@ -40,11 +43,29 @@ type runner struct {
 	epoch int64
 	rt    *runtime
 	turn  *turn // the reply in progress, if any
+	// abandoned is the input whose reply the runner ended (a limit) while
+	// its program may still run it: its frames are dropped and its end is
+	// the program's, not a reply's (see limits.go).
+	abandoned string
+	// limits are the Session's (see limits.go), set with its runtime; rate
+	// is its frames_per_second bucket.
+	limits lifecycle.SessionLimits
+	rate   *rate.Limiter
+	// logBytes is the payload bytes of the Session's log.
+	logBytes int64
 	// nativeSize is how many bytes of native state the store holds, as of
-	// lastMirror.
-	nativeSize int64
-	lastMirror time.Time
-	lastActive time.Time
+	// lastMirror, the last mirror begun; nativeRefused is set once the
+	// runtime's native state passed its limit (nothing more is mirrored
+	// from it); mirrorLater is armed while a hint to mirror waits for
+	// mirrorInterval (see nativestate.go).
+	nativeSize    int64
+	lastMirror    time.Time
+	nativeRefused bool
+	mirrorLater   *time.Timer
+	// mismatchNoted is set once a native_state.mismatch is recorded for
+	// the runtime: a program that repeats its key costs no more entries.
+	mismatchNoted bool
+	lastActive    time.Time
 }
 
 // turn is the reply in progress.
@@ -52,6 +73,8 @@ type turn struct {
 	id, inputID, messageID string
 	interrupting           bool
 	started                time.Time // zero for a reply recovered from the log
+	// frames and bytes are what the program wrote of the reply so far.
+	frames, bytes int64
 }
 
 func newRunner(m *Manager, id string) *runner {
@@ -251,7 +274,7 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			r.lastActive = time.Now()
-			if r.turn == nil && r.rt.serial && r.undelivered(ctx) {
+			if r.turn == nil && r.abandoned == "" && r.rt.serial && r.undelivered(ctx) {
 				return true, nil // the next input's turn
 			}
 			if !idle.Stop() {
@@ -269,6 +292,11 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			return true, nil
+		case <-r.mirrorDue():
+			r.mirrorLater = nil
+			if err := r.mirrorNative(ctx); err != nil {
+				return false, err
+			}
 		case res := <-r.interrupts:
 			res <- r.interrupt(ctx)
 		case req := <-r.answers:
@@ -355,9 +383,14 @@ func (r *runner) setState(ctx context.Context, state, reason string, more func(*
 	return err
 }
 
-// append writes entries fenced by the runner's lease.
+// append writes entries fenced by the runner's lease, counting them in
+// the Session's log bytes.
 func (r *runner) append(ctx context.Context, entries ...store.LogEntry) ([]store.LogEntry, error) {
-	return r.m.p.Log().Append(ctx, r.id, r.epoch, entries...)
+	out, err := r.m.p.Log().Append(ctx, r.id, r.epoch, entries...)
+	if err == nil {
+		r.logBytes += entryBytes(entries)
+	}
+	return out, err
 }
 
 // maxCoalesce bounds how many decoded output events one log append takes.

@@ -143,6 +143,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		return fmt.Errorf("read native state: %w", err)
 	}
 	r.nativeSize = int64(len(native))
+	r.startLimits(prof)
 	placeholder := newPlaceholder()
 	rt := &runtime{box: box, ex: ex, adapter: ad, serial: ad.Descriptor().SerialInputs, idle: prof.IdleTimeout, sent: map[string]bool{},
 		rec: record{Placeholder: placeholder, EngineKind: a.EngineKind, ModelListen: ModelListen}}
@@ -243,6 +244,7 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 		return fmt.Errorf("read native state: %w", err)
 	}
 	r.nativeSize = int64(len(native))
+	r.startLimits(prof)
 	offset, err := r.m.st.LastSource(ctx, sess.ID)
 	if err != nil {
 		return fmt.Errorf("read log position: %w", err)
@@ -358,6 +360,10 @@ func (r *runner) closeRuntime() {
 	if rt.model != nil {
 		rt.model.close()
 	}
+	if r.mirrorLater != nil {
+		r.mirrorLater.Stop()
+		r.mirrorLater = nil
+	}
 	if r.releaseRT.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -377,6 +383,9 @@ func (r *runner) writeStdin(ctx context.Context, b []byte) error {
 // only once nothing else is in its hands.
 func (r *runner) deliver(ctx context.Context, pending []*store.Input) error {
 	serial := r.rt.serial
+	// A reply the runner ended may still be the program's: busy as with
+	// one in progress.
+	busy := r.turn != nil || r.abandoned != ""
 	for _, in := range pending {
 		if r.rt.sent[in.ID] {
 			if serial {
@@ -384,10 +393,20 @@ func (r *runner) deliver(ctx context.Context, pending []*store.Input) error {
 			}
 			continue
 		}
-		if serial && r.turn != nil {
+		if serial && busy {
 			return nil
 		}
-		b, err := r.rt.adapter.EncodeInput(engine.Input{ID: in.ID, Content: in.Content, Busy: r.turn != nil})
+		if r.full() {
+			// The log is full: inputs are answered here, not run.
+			if r.turn != nil {
+				return nil // after the reply in progress
+			}
+			if err := r.failUnstarted(ctx, in, string(CodeSessionBytesExceeded), sessionFull(r.limits.SessionBytes).msg); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := r.rt.adapter.EncodeInput(engine.Input{ID: in.ID, Content: in.Content, Busy: busy})
 		if err != nil {
 			return fmt.Errorf("encode input: %w", err)
 		}

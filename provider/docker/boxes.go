@@ -82,7 +82,9 @@ func (p *Provider) readState(id string) (boxState, error) {
 }
 
 // observed maps what the engine reports of a container onto a State and
-// the reason behind it.
+// the reason behind it: a container that stopped is Failed with
+// sandbox.ReasonOOMKilled when the engine says the OOM killer ended it,
+// else sandbox.ReasonExited, and its exit code.
 func observed(s *container.State) (sandbox.State, string) {
 	if s == nil {
 		return sandbox.StateFailed, "the engine reports no state"
@@ -97,14 +99,17 @@ func observed(s *container.State) (sandbox.State, string) {
 	case container.StateRemoving:
 		return sandbox.StateStopping, "being removed"
 	}
-	reason := fmt.Sprintf("container %s with exit code %d", s.Status, s.ExitCode)
-	if s.OOMKilled {
-		reason += " (out of memory)"
+	// The engine's OOMKilled says the kernel's OOM killer ran in the
+	// container; a container that still exited 0 was not ended by it.
+	code, reason := sandbox.ReasonExited, fmt.Sprintf("container %s with exit code %d", s.Status, s.ExitCode)
+	if s.OOMKilled && s.ExitCode != 0 {
+		code = sandbox.ReasonOOMKilled
+		reason += " after the kernel's OOM killer ran in it at the box's memory limit"
 	}
 	if s.Error != "" {
 		reason += ": " + s.Error
 	}
-	return sandbox.StateFailed, reason
+	return sandbox.StateFailed, code + ": " + reason
 }
 
 // inspect combines the box's record with the engine's view of its
@@ -121,7 +126,7 @@ func (p *Provider) inspect(ctx context.Context, id string) (sandbox.Info, error)
 			return sandbox.Info{}, fmt.Errorf("box %s: %w", id, sandbox.ErrNotFound)
 		}
 		info := infoOf(id, st)
-		info.State, info.Reason = sandbox.StateFailed, "its container is gone"
+		info.State, info.Reason = sandbox.StateFailed, sandbox.ReasonLost+": its container is gone"
 		return info, nil
 	case err != nil:
 		return sandbox.Info{}, fmt.Errorf("inspect box %s: %w", id, err)
@@ -196,7 +201,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Info, error) {
 		info := sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: "box record without a container"}
 		if st, err := p.readState(id); err == nil {
 			info = infoOf(id, st)
-			info.State, info.Reason = sandbox.StateFailed, "its container is gone"
+			info.State, info.Reason = sandbox.StateFailed, sandbox.ReasonLost+": its container is gone"
 		}
 		out = append(out, info)
 	}

@@ -37,7 +37,9 @@ func infoOf(id string, st boxState) sandbox.Info {
 
 // observed maps a Pod onto a State and the reason behind it. Reasons of a
 // Pod that waits name what it waits for: "image ..." for an image that
-// cannot be pulled, "unschedulable: ..." for a Pod no node takes.
+// cannot be pulled, "unschedulable: ..." for a Pod no node takes. A box
+// container that ended is Failed with sandbox.ReasonOOMKilled when the
+// kubelet says OOMKilled, else sandbox.ReasonExited, and its exit code.
 func observed(pod *corev1.Pod) (sandbox.State, string) {
 	if pod.DeletionTimestamp != nil {
 		return sandbox.StateStopping, "being deleted"
@@ -59,9 +61,9 @@ func observed(pod *corev1.Pod) (sandbox.State, string) {
 		switch {
 		case c.State.Terminated != nil:
 			t := c.State.Terminated
-			reason := fmt.Sprintf("box container exited with code %d (%s)", t.ExitCode, t.Reason)
+			reason := fmt.Sprintf("%s: box container exited with code %d (%s)", sandbox.ReasonExited, t.ExitCode, t.Reason)
 			if t.Reason == "OOMKilled" {
-				reason = fmt.Sprintf("box container was killed out of memory (exit code %d)", t.ExitCode)
+				reason = fmt.Sprintf("%s: box container was killed out of memory (exit code %d)", sandbox.ReasonOOMKilled, t.ExitCode)
 			}
 			if t.Message != "" {
 				reason += ": " + t.Message
@@ -128,7 +130,7 @@ func (p *Provider) inspect(ctx context.Context, id string) (sandbox.Info, error)
 	case podGone && secGone:
 		return sandbox.Info{}, fmt.Errorf("box %s: %w", id, sandbox.ErrNotFound)
 	case podGone:
-		return sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: "its pod is gone", CreatedAt: sec.CreationTimestamp.UTC()}, nil
+		return sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: sandbox.ReasonLost + ": its pod is gone", CreatedAt: sec.CreationTimestamp.UTC()}, nil
 	case secGone || !ownedBy(sec, pod):
 		return sandbox.Info{ID: id, State: sandbox.StateFailed, Reason: "pod without a box record (an interrupted create)",
 			CreatedAt: pod.CreationTimestamp.UTC()}, nil

@@ -299,7 +299,17 @@ func (p *Provider) spawn(cfg *initConfig, slot int, listener *os.File, token, im
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start init: %w", err)
 	}
-	go func() { _ = cmd.Wait() }() // reap init when it ends while this process lives
+	// Reap init when it ends while this process lives, keeping how it
+	// ended.
+	exit := &initExit{done: make(chan struct{})}
+	p.exits.Store(cfg.ID, exit)
+	go func() {
+		_ = cmd.Wait()
+		if cmd.ProcessState != nil {
+			exit.status, exit.known = cmd.ProcessState.Sys().(syscall.WaitStatus)
+		}
+		close(exit.done)
+	}()
 	// Out of memory, the kernel kills the box's workload before its init
 	// or execd (execd resets the score of what it starts).
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("-998"), 0)
@@ -382,7 +392,7 @@ func (p *Provider) info(id string, st boxState) (sandbox.Info, error) {
 	b, _ := json.Marshal(st)
 	info := sandbox.Info{ID: id, State: sandbox.StateRunning, CreatedAt: st.CreatedAt, AccessToken: st.Token, StateBlob: b}
 	if st.PID <= 0 || procfs.StartTime(st.PID) != st.PIDStart {
-		info.State, info.Reason = sandbox.StateFailed, "init exited: "+p.logTail(id)
+		info.State, info.Reason = sandbox.StateFailed, p.deathReason(id)
 		return info, nil
 	}
 	if frozen, err := p.cg.frozen(id); err == nil && frozen {
@@ -455,6 +465,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 
 func (p *Provider) remove(ctx context.Context, id string) error {
 	p.closeEgress(id)
+	p.exits.Delete(id)
 	st, stErr := p.readState(id)
 	if stErr == nil && st.PID > 0 && procfs.StartTime(st.PID) == st.PIDStart {
 		_ = syscall.Kill(st.PID, syscall.SIGKILL)

@@ -317,3 +317,51 @@ func (cg *cgroups) memoryUsage(id string) (int64, error) {
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
+
+// oomKills returns how many processes of the box the kernel's OOM killer
+// has killed at the box's memory limit: oom_kill of memory.events (v2) or
+// of memory.oom_control (v1, Linux 4.13 and later). A cgroup that does not
+// say is reported as an error.
+func (cg *cgroups) oomKills(id string) (int64, error) {
+	file := "memory.oom_control"
+	if cg.v2 {
+		file = "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(cg.dir("memory", id), file))
+	if err != nil {
+		return 0, fmt.Errorf("read OOM kills: %w", err)
+	}
+	return oomKillCount(string(b))
+}
+
+// oomKillCount reads the oom_kill line of a memory.events or
+// memory.oom_control file.
+func oomKillCount(events string) (int64, error) {
+	for _, line := range strings.Split(events, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read OOM kills: %q: %w", line, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("read OOM kills: the cgroup does not count them")
+}
+
+// memoryLimit returns the box's memory limit in bytes.
+func (cg *cgroups) memoryLimit(id string) (int64, error) {
+	file := "memory.limit_in_bytes"
+	if cg.v2 {
+		file = "memory.max"
+	}
+	b, err := os.ReadFile(filepath.Join(cg.dir("memory", id), file))
+	if err != nil {
+		return 0, fmt.Errorf("read memory limit: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read memory limit: %w", err)
+	}
+	return n, nil
+}

@@ -28,6 +28,12 @@ import (
 // passes itself. t's cleanup closes it.
 func service(t *testing.T, p sandbox.Provider, st store.Store) *lifecycle.Service {
 	t.Helper()
+	return newServer(t, p, st).Sandboxes
+}
+
+// newServer is the server that service returns the sandbox service of.
+func newServer(t *testing.T, p sandbox.Provider, st store.Store) *server.Server {
+	t.Helper()
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
@@ -42,7 +48,7 @@ func service(t *testing.T, p sandbox.Provider, st store.Store) *lifecycle.Servic
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return srv.Sandboxes
+	return srv
 }
 
 // execdOf connects to a sandbox's execd through the service.

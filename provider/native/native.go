@@ -6,7 +6,10 @@
 //
 // State mapping: a box whose init is alive is Running, or Paused when its
 // cgroup is frozen; a box whose init is gone but whose records remain is
-// Failed; a box with no records and no cgroup does not exist.
+// Failed, its reason saying how init ended (sandbox.ReasonOOMKilled when
+// the box's cgroup counted OOM kills and init was killed, else
+// sandbox.ReasonExited with init's exit code or signal); a box with no
+// records and no cgroup does not exist.
 package native
 
 import (
@@ -97,6 +100,10 @@ type Provider struct {
 
 	volMu   sync.Mutex          // named volumes: creation, deletion, users
 	pending map[string][]string // box id -> named volumes, while it is created
+
+	// exits holds, by box id, how the inits this Provider started ended
+	// (*initExit), for the reason of a box that died (see deathReason).
+	exits sync.Map
 }
 
 // Layout of DataDir.

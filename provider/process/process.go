@@ -44,6 +44,15 @@ type Provider struct {
 	mu  sync.Mutex
 	// procs holds the execd processes this Provider started, for Wait.
 	procs map[string]*exec.Cmd
+	// exits holds, by box id, how the execd processes this Provider
+	// started ended (*exitStatus), for the reason of a box that died.
+	exits sync.Map
+}
+
+// exitStatus is how a box's execd ended, once done is closed.
+type exitStatus struct {
+	done  chan struct{}
+	state *os.ProcessState
 }
 
 // state is written to a box's directory so that List and Inspect work
@@ -169,7 +178,13 @@ func (p *Provider) start(ctx context.Context, id, dir string, spec sandbox.Spec)
 	}
 	st := state{Version: stateVersion, PID: cmd.Process.Pid, Token: token, CreatedAt: time.Now().UTC()}
 	p.procs[id] = cmd
-	go func() { _ = cmd.Wait() }()
+	exit := &exitStatus{done: make(chan struct{})}
+	p.exits.Store(id, exit)
+	go func() {
+		_ = cmd.Wait()
+		exit.state = cmd.ProcessState
+		close(exit.done)
+	}()
 	b, _ := json.Marshal(st)
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), b, 0o600); err != nil {
 		return sandbox.Info{}, fmt.Errorf("write state: %w", err)
@@ -202,9 +217,35 @@ func (p *Provider) info(id string, st state) sandbox.Info {
 	b, _ := json.Marshal(st)
 	info := sandbox.Info{ID: id, State: sandbox.StateRunning, CreatedAt: st.CreatedAt, AccessToken: st.Token, StateBlob: b}
 	if !alive(st.PID) {
-		info.State, info.Reason = sandbox.StateFailed, "execd exited"
+		info.State, info.Reason = sandbox.StateFailed, p.deathReason(id)
 	}
 	return info
+}
+
+// reapWait bounds how long deathReason waits for the reaper of an execd
+// that is gone to record how it ended.
+const reapWait = 5 * time.Second
+
+// deathReason says how box id's execd ended (sandbox.ReasonExited): its
+// exit code or signal when this Provider started it, and has reaped it.
+func (p *Provider) deathReason(id string) string {
+	how := "execd exited"
+	if v, ok := p.exits.Load(id); ok {
+		exit := v.(*exitStatus)
+		select {
+		case <-exit.done:
+			if exit.state == nil {
+				break // not reaped by this Provider after all
+			}
+			if ws, ok := exit.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				how = fmt.Sprintf("execd was killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+			} else {
+				how = fmt.Sprintf("execd exited with exit code %d", exit.state.ExitCode())
+			}
+		case <-time.After(reapWait): // its reaper records it at once
+		}
+	}
+	return sandbox.ReasonExited + ": " + how
 }
 
 func alive(pid int) bool {
@@ -289,6 +330,7 @@ func (p *Provider) remove(id, dir string) {
 		}
 	}
 	delete(p.procs, id)
+	p.exits.Delete(id)
 	_ = os.RemoveAll(dir)
 }
 

@@ -2,8 +2,11 @@ package process_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/internal/app"
 	"github.com/astrabox/astrabox/provider/process"
@@ -52,4 +55,58 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.Run(t, harness{p, cfg})
+}
+
+// TestDeadBoxSaysHowItDied: a box whose execd ends on its own is Failed,
+// its reason naming the signal or the exit code.
+func TestDeadBoxSaysHowItDied(t *testing.T) {
+	cfg := process.Config{Dir: t.TempDir(), Command: []string{os.Args[0]}, Env: []string{"ASTRABOX_TEST_MAIN=1"}}
+	p, err := process.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		signal syscall.Signal
+		want   string
+	}{
+		{"killed", syscall.SIGKILL, "box_exited: execd was killed by signal 9 (killed)"},
+		{"stopped", syscall.SIGTERM, "box_exited: execd exited with exit code 0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			info, err := p.Create(ctx, "box-"+tt.name, sandbox.Spec{Image: "host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Delete(context.Background(), info.ID) })
+			var st struct {
+				PID int `json:"pid"`
+			}
+			if err := json.Unmarshal(info.StateBlob, &st); err != nil || st.PID <= 0 {
+				t.Fatalf("state blob %s: %v", info.StateBlob, err)
+			}
+			if err := syscall.Kill(st.PID, tt.signal); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				got, err := p.Inspect(ctx, info.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State == sandbox.StateFailed {
+					if got.Reason != tt.want {
+						t.Fatalf("reason %q, want %q", got.Reason, tt.want)
+					}
+					return
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the box is still %s", got.State)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
+	}
 }

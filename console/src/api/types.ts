@@ -76,8 +76,19 @@ export interface RuntimeProfile {
   poolSize?: number;
   engine_kinds?: string[];
   model?: ModelEndpoint;
+  session_limits?: SessionLimits;
   version?: number;
   api_key_set?: boolean;
+}
+
+// SessionLimits bound what one Session may cost the server; an omitted or
+// zero field takes the server's default.
+export interface SessionLimits {
+  native_state_bytes?: number;
+  reply_bytes?: number;
+  reply_frames?: number;
+  session_bytes?: number;
+  frames_per_second?: number;
 }
 
 export interface ModelCheck {
