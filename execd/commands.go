@@ -145,11 +145,11 @@ func (t *commandTable) start(req wire.RunCommandRequest) (*command, error) {
 }
 
 func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []string, cred *syscall.Credential) (*command, error) {
-	outR, outW, err := os.Pipe()
+	outR, outW, err := stdioPair(req.PrivateStdio, false)
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := stdioPair(req.PrivateStdio, false)
 	if err != nil {
 		closeAll(outR, outW)
 		return nil, fmt.Errorf("stderr pipe: %w", err)
@@ -165,7 +165,7 @@ func (t *commandTable) spawn(req wire.RunCommandRequest, dir string, env []strin
 	}
 	var inR, inW *os.File
 	if req.Stdin {
-		if inR, inW, err = os.Pipe(); err != nil {
+		if inR, inW, err = stdioPair(req.PrivateStdio, true); err != nil {
 			closeAll(outR, outW, errR, errW)
 			return nil, fmt.Errorf("stdin pipe: %w", err)
 		}
@@ -427,4 +427,15 @@ func (c *command) status() wire.CommandStatus {
 		st.FinishedAt = &t
 	}
 	return st
+}
+
+// stdioPair returns the read and write ends of one of a command's
+// standard streams (the command gets the read end when childReads): a
+// pipe, or with private a pair no other process can open again
+// (privatePair).
+func stdioPair(private, childReads bool) (r, w *os.File, err error) {
+	if private {
+		return privatePair(childReads)
+	}
+	return os.Pipe()
 }

@@ -260,3 +260,46 @@ func TestOutputIsBoundedInTotal(t *testing.T) {
 		t.Fatalf("the oldest lost %d, the newest %d; want the oldest's output gone first", statuses[0].OutputDropped, statuses[len(statuses)-1].OutputDropped)
 	}
 }
+
+// TestPrivateStdio: a command started with private stdio reads its stdin
+// and writes its output as through pipes, but no other process can open
+// them again through /proc/<pid>/fd to write into them.
+func TestPrivateStdio(t *testing.T) {
+	_, c := startCommandServer(t, execd.Config{})
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	ex, err := c.Run(ctx, wire.RunCommandRequest{Command: "echo $$ > " + pidFile + "; while read -r line; do echo \"got $line\"; echo \"err $line\" >&2; done",
+		Background: true, Stdin: true, PrivateStdio: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid string
+	pollUntil(t, "the command's pid", func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid = strings.TrimSpace(string(b))
+		return pid != ""
+	})
+	for _, fd := range []string{"0", "1", "2"} {
+		f, err := os.OpenFile("/proc/"+pid+"/fd/"+fd, os.O_WRONLY, 0)
+		if err == nil {
+			_, _ = f.WriteString("forged\n")
+			f.Close()
+			t.Errorf("fd %s of the command opened through /proc", fd)
+		}
+	}
+	if err := c.WriteStdin(ctx, ex.ID, strings.NewReader("hello\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the command to end", func() bool {
+		st, err := c.Status(ctx, ex.ID)
+		return err == nil && !st.Running
+	})
+	out, _, _, err := c.Logs(ctx, ex.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); !strings.Contains(got, "got hello\n") || !strings.Contains(got, "err hello\n") || strings.Contains(got, "forged") {
+		t.Fatalf("output %q", got)
+	}
+}

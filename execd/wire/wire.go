@@ -98,6 +98,14 @@ type RunCommandRequest struct {
 	// it is killed when the client goes away. By default it keeps running
 	// and its output stays retrievable by id.
 	KillOnDisconnect bool `json:"kill_on_disconnect,omitempty"`
+	// PrivateStdio (addition) gives the command connected sockets instead
+	// of pipes as its stdin, stdout and stderr: another process of the box
+	// cannot open them again through /proc/<pid>/fd (opening a socket
+	// there fails), as it can a pipe, so only the command writes its
+	// output. For a long-lived program whose output is a protocol (an
+	// agent program); a command that opens /dev/stdin or /dev/stdout
+	// itself cannot use it.
+	PrivateStdio bool `json:"private_stdio,omitempty"`
 }
 
 // CommandStatus is the body of GET /command/status/{id}.

@@ -149,6 +149,9 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 			}
 			return nil, nil
 		}
+		if err := r.turn.order.Accept(ev.Chunk); err != nil {
+			return r.outOfOrder("frame", err), nil
+		}
 		return []store.LogEntry{r.frameEntry(ev.Chunk)}, nil
 	case engine.InteractionRequested:
 		if r.turn == nil {
@@ -185,6 +188,11 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 			r.abandoned = ""
 			return nil, r.mirrorNative
 		}
+		if r.turn != nil && ev.End.Outcome == engine.OutcomeCompleted {
+			if running := r.turn.order.Running(); len(running) > 0 {
+				return r.outOfOrder("reply end", fmt.Errorf("the reply completed while tool calls %v still run", running)), nil
+			}
+		}
 		return r.replyEnded(ev.End)
 	case engine.NativeKey:
 		return nil, func(ctx context.Context) error { return r.nativeKey(ctx, ev) }
@@ -204,6 +212,21 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 	}
 	r.log.Debug("program diagnostic", "text", truncate(ev.Text, 500))
 	return nil, nil
+}
+
+// outOfOrder refuses a program event that breaks the reply's protocol
+// order (engine.ReplyOrder): nothing of it is recorded but, for the
+// reply's first such event, a program.out_of_order control entry for
+// operators (later ones only in the server's log), so a flood of them
+// costs no more than the limits already bound.
+func (r *runner) outOfOrder(what string, err error) []store.LogEntry {
+	r.turn.refused++
+	if r.turn.refused > 1 {
+		r.log.Debug("program event out of order; refused", "event", what, "err", err)
+		return nil
+	}
+	r.log.Warn("program event out of order; refused", "event", what, "err", err)
+	return []store.LogEntry{r.control("program.out_of_order", map[string]any{"event": what, "reason": err.Error()})}
 }
 
 // consumedInput returns the input a program consumed: the one named, or,

@@ -28,6 +28,7 @@ func (r *runner) recoverFromLog(ctx context.Context) error {
 		if open != nil && e.InputID == open.inputID && !strings.Contains(e.Type, ".") {
 			open.frames++ // charged as the reply's, with its own opening frames
 			open.bytes += int64(len(e.Payload))
+			_ = open.order.Accept(e.Payload) // recorded, so in order then
 		}
 		switch e.Type {
 		case "input.delivered":

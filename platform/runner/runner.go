@@ -75,6 +75,11 @@ type turn struct {
 	started                time.Time // zero for a reply recovered from the log
 	// frames and bytes are what the program wrote of the reply so far.
 	frames, bytes int64
+	// order is the protocol order of the program's frames so far (a
+	// reply recovered from the log gets its recorded frames); refused
+	// counts the program's events it refused.
+	order   engine.ReplyOrder
+	refused int
 }
 
 func newRunner(m *Manager, id string) *runner {

@@ -179,7 +179,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 	for k, v := range launch.Env {
 		env[k] = v
 	}
-	ex2, err := ex.Run(ctx, wire.RunCommandRequest{Command: launch.Command, Cwd: launch.Cwd, Background: true, Stdin: true, Envs: env})
+	ex2, err := ex.Run(ctx, wire.RunCommandRequest{Command: launch.Command, Cwd: launch.Cwd, Background: true, Stdin: true, PrivateStdio: true, Envs: env})
 	if err != nil {
 		rt.model.close()
 		return fmt.Errorf("start program: %w", err)

@@ -138,8 +138,7 @@ func testFixture(t *testing.T, ad engine.Adapter, f Fixture) {
 	var (
 		inReply, ended int
 		replyOpen      bool
-		textOpen       = map[string]bool{}
-		toolInput      = map[string]bool{}
+		order          engine.ReplyOrder
 	)
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -151,15 +150,19 @@ func testFixture(t *testing.T, ad engine.Adapter, f Fixture) {
 					t.Fatalf("input %s consumed while a reply is open", ev.InputID)
 				}
 				replyOpen = true
+				order = engine.ReplyOrder{}
 				inReply++
 			case engine.Frame:
 				if !replyOpen {
 					t.Fatalf("frame outside a reply: %s", ev.Chunk)
 				}
-				checkChunk(t, ev.Chunk, textOpen, toolInput)
+				checkChunk(t, ev.Chunk, &order)
 			case engine.ReplyEnded:
 				if !replyOpen || ev.End == nil || ev.End.Outcome == "" {
 					t.Fatalf("reply end without an open reply or outcome: %+v", ev.End)
+				}
+				if running := order.Running(); ev.End.Outcome == engine.OutcomeCompleted && len(running) > 0 {
+					t.Fatalf("reply completed while tool calls %v still run", running)
 				}
 				replyOpen = false
 				ended++
@@ -175,13 +178,12 @@ func testFixture(t *testing.T, ad engine.Adapter, f Fixture) {
 	}
 }
 
-// checkChunk checks one UI chunk against the AI SDK's ordering rules.
-func checkChunk(t *testing.T, raw json.RawMessage, textOpen, toolInput map[string]bool) {
+// checkChunk checks one UI chunk's type and its place in the reply
+// (engine.ReplyOrder, the order the runner enforces).
+func checkChunk(t *testing.T, raw json.RawMessage, order *engine.ReplyOrder) {
 	t.Helper()
 	var c struct {
-		Type       string `json:"type"`
-		ID         string `json:"id"`
-		ToolCallID string `json:"toolCallId"`
+		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		t.Fatalf("chunk is not JSON: %s", raw)
@@ -189,18 +191,7 @@ func checkChunk(t *testing.T, raw json.RawMessage, textOpen, toolInput map[strin
 	if !chunkTypes[c.Type] && !strings.HasPrefix(c.Type, "data-") {
 		t.Fatalf("unknown chunk type %q", c.Type)
 	}
-	switch c.Type {
-	case "text-start", "reasoning-start":
-		textOpen[c.Type[:4]+c.ID] = true
-	case "text-delta", "text-end", "reasoning-delta", "reasoning-end":
-		if !textOpen[c.Type[:4]+c.ID] {
-			t.Fatalf("%s of %q without its start", c.Type, c.ID)
-		}
-	case "tool-input-available":
-		toolInput[c.ToolCallID] = true
-	case "tool-output-available", "tool-output-error", "tool-output-denied", "tool-approval-request":
-		if !toolInput[c.ToolCallID] {
-			t.Fatalf("%s of %q before its input", c.Type, c.ToolCallID)
-		}
+	if err := order.Accept(raw); err != nil {
+		t.Fatalf("out of order: %v", err)
 	}
 }
