@@ -214,7 +214,8 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 }
 
 // runExec is `astrabox exec ID -- CMD...`: it streams the output and exits
-// with the command's exit code.
+// with the command's exit code; with --background it starts the command
+// detached and prints its id.
 func runExec(ctx context.Context, args []string, stdio IO, env Env) error {
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
@@ -223,12 +224,13 @@ func runExec(ctx context.Context, args []string, stdio IO, env Env) error {
 	cwd := fs.String("cwd", "", "working directory")
 	timeoutMs := fs.Int64("timeout", 0, "kill the command after this many milliseconds")
 	tty := fs.Bool("tty", false, "run on a terminal, interactively (default command: the box's shell)")
+	background := fs.Bool("background", false, "start the command detached (a server, say) and print its id; it keeps running after exec returns")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	rest := fs.Args()
-	if len(rest) < 1 || (len(rest) < 2 && !*tty) {
-		return errors.New("usage: astrabox exec [--tty] ID [--] COMMAND [ARG]")
+	if len(rest) < 1 || (len(rest) < 2 && !*tty) || (*tty && *background) {
+		return errors.New("usage: astrabox exec [--tty | --background] ID [--] COMMAND [ARG]")
 	}
 	id, argv := rest[0], rest[1:]
 	if len(argv) > 0 && argv[0] == "--" {
@@ -247,6 +249,14 @@ func runExec(ctx context.Context, args []string, stdio IO, env Env) error {
 	}
 	if len(argv) == 0 {
 		return errors.New("usage: astrabox exec ID [--] COMMAND [ARG]")
+	}
+	if *background {
+		ex, err := x.Run(ctx, execdwire.RunCommandRequest{Command: shellJoin(argv), Cwd: *cwd, Timeout: *timeoutMs, Background: true})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdio.Stdout, ex.ID)
+		return err
 	}
 	exit := 0
 	err = x.RunStream(ctx, execdwire.RunCommandRequest{Command: shellJoin(argv), Cwd: *cwd, Timeout: *timeoutMs, KillOnDisconnect: true},
