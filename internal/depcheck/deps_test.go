@@ -68,3 +68,19 @@ func TestDependencyRules(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryPackageHasDoc: every package of the module with non-test files
+// has a package doc comment, saying what the package is for. (A package
+// of tests only documents itself in its test files.)
+func TestEveryPackageHasDoc(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{len .GoFiles}} {{if .Doc}}doc{{end}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[1] != "0" {
+			t.Errorf("package %s has no package doc comment", f[0])
+		}
+	}
+}
