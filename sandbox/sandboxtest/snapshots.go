@@ -16,7 +16,10 @@ import (
 func testSnapshots(t *testing.T, h Harness) {
 	p := h.Provider()
 	sn, ok := p.(sandbox.Snapshotter)
-	if !p.Capabilities().Snapshot || !ok {
+	switch claimed := p.Capabilities().Snapshot; {
+	case claimed && !ok:
+		t.Fatalf("backend %s claims snapshots but does not implement sandbox.Snapshotter", p.Name())
+	case !claimed:
 		t.Skipf("backend %s offers no snapshots", p.Name())
 	}
 	ctx := ctxFor(t, 5*time.Minute)

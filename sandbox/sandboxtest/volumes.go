@@ -29,7 +29,10 @@ type HostPathRooter interface {
 func testVolumes(t *testing.T, h Harness) {
 	p := h.Provider()
 	vp, ok := p.(sandbox.Volumer)
-	if !p.Capabilities().PersistentWorkspace || !ok {
+	switch claimed := p.Capabilities().PersistentWorkspace; {
+	case claimed && !ok:
+		t.Fatalf("backend %s claims named volumes but does not implement sandbox.Volumer", p.Name())
+	case !claimed:
 		t.Skipf("backend %s offers no named volumes", p.Name())
 	}
 	withVolumes := func(vols ...sandbox.Volume) *sandbox.Spec {
