@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/platform/stream"
+	"github.com/astrabox/astrabox/platform/stream/notifiertest"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/sqlite"
 )
@@ -66,28 +67,11 @@ func TestFollowSeesEveryAppendOnce(t *testing.T) {
 	wg.Wait()
 }
 
-func TestNotifierCoalescesAndCancels(t *testing.T) {
-	n := stream.NewLocal()
-	ch, cancel := n.Subscribe("a")
-	n.Notify("a")
-	n.Notify("a")
-	n.Notify("b")
-	select {
-	case <-ch:
-	default:
-		t.Fatal("no notification")
-	}
-	select {
-	case <-ch:
-		t.Fatal("notifications were not coalesced")
-	default:
-	}
-	cancel()
-	cancel() // idempotent
-	n.Notify("a")
-	select {
-	case <-ch:
-		t.Fatal("a cancelled subscription was notified")
-	default:
-	}
+// TestLocalNotifier runs the notifier suite on the in-process notifier
+// (one server: both "replicas" are the same notifier).
+func TestLocalNotifier(t *testing.T) {
+	notifiertest.Run(t, func(*testing.T) (stream.Notifier, stream.Notifier) {
+		n := stream.NewLocal()
+		return n, n
+	})
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/astrabox/astrabox/platform/stream"
+	"github.com/astrabox/astrabox/platform/stream/notifiertest"
 	"github.com/astrabox/astrabox/store/postgres"
 )
 
@@ -118,33 +120,15 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 	return conn
 }
 
-// TestNotifierAcrossReplicas: a Notify on one replica wakes the stream's
-// subscribers on the other and, at once, on its own; names too long or
-// not printable ASCII travel hashed.
-func TestNotifierAcrossReplicas(t *testing.T) {
-	dsn := freshDatabase(t)
-	_, a := replica(t, dsn, "replica_a")
-	_, b := replica(t, dsn, "replica_b")
-
-	for _, stream := range []string{
-		"sess_01",
-		"with/slash and space",
-		strings.Repeat("x", 10000),
-		"sessão\x00\n",
-	} {
-		short := stream[:min(len(stream), 20)]
-		onA, cancelA := a.Subscribe(stream)
-		onB, cancelB := b.Subscribe(stream)
-		a.Notify(stream)
-		if !pending(onA) {
-			t.Errorf("%q: the notifying replica's own subscriber was not woken at once", short)
-		}
-		awaitWake(t, onB, "a to b "+short)
-		b.Notify(stream)
-		awaitWake(t, onA, "b to a "+short)
-		cancelA()
-		cancelB()
-	}
+// TestNotifierConformance runs the notifier suite on two replicas of one
+// fresh database (a new database for each test of the suite).
+func TestNotifierConformance(t *testing.T) {
+	notifiertest.Run(t, func(t *testing.T) (stream.Notifier, stream.Notifier) {
+		dsn := freshDatabase(t)
+		_, a := replica(t, dsn, "replica_a")
+		_, b := replica(t, dsn, "replica_b")
+		return a, b
+	})
 }
 
 // TestNotifierCoalesces: wake-ups are merged into at most one pending, and
@@ -183,32 +167,6 @@ func TestNotifierCoalesces(t *testing.T) {
 	}
 	if pending(other) {
 		t.Error("a subscriber of another stream was woken")
-	}
-}
-
-// TestNotifierCancel: a cancelled subscription hears nothing more, and
-// cancel is idempotent.
-func TestNotifierCancel(t *testing.T) {
-	dsn := freshDatabase(t)
-	_, a := replica(t, dsn, "replica_a")
-	_, b := replica(t, dsn, "replica_b")
-	gone, cancel := a.Subscribe("s")
-	kept, cancelKept := a.Subscribe("s")
-	defer cancelKept()
-	cancel()
-	cancel()
-
-	a.Notify("s")
-	if pending(gone) {
-		t.Error("cancelled subscriber woken by a local notify")
-	}
-	if !pending(kept) {
-		t.Error("remaining subscriber not woken by a local notify")
-	}
-	b.Notify("s")
-	awaitWake(t, kept, "b to a")
-	if pending(gone) {
-		t.Error("cancelled subscriber woken by a remote notify")
 	}
 }
 
