@@ -10,6 +10,7 @@ import (
 
 	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
@@ -125,7 +126,7 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 			return true, nil
 		}
 		if turn == "" {
-			if e.Type != "data-turn-accepted" {
+			if e.Type != string(wire.DataTurnAccepted) {
 				return true, nil // the tail of an earlier reply
 			}
 			turn = e.TurnID
@@ -136,11 +137,10 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 		if err := sw.EventJSON(strconv.FormatInt(e.Seq, 10), "", e.Payload); err != nil {
 			return false, err
 		}
-		if e.Type != "finish" {
+		if e.Type != string(wire.ChunkFinish) {
 			return true, nil
 		}
-		cursor, _ := json.Marshal(map[string]any{"type": "data-resume-cursor", "transient": true,
-			"data": map[string]any{"frameSeq": e.Seq, "turnId": turn}})
+		cursor := wire.Transient(wire.DataResumeCursor, map[string]any{"frameSeq": e.Seq, "turnId": turn}).JSON()
 		if err := sw.EventJSON("", "", cursor); err != nil {
 			return false, err
 		}

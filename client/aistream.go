@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/astrabox/astrabox/internal/sse"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // ErrNoReply is AIStream's answer when there is no reply to stream: the
@@ -24,7 +25,7 @@ type Chunk struct {
 	// Seq is the chunk's log seq, 0 for a transient chunk (the
 	// data-resume-cursor at a reply's end).
 	Seq          int64           `json:"-"`
-	Type         string          `json:"type"`
+	Type         wire.ChunkType  `json:"type"`
 	ID           string          `json:"id,omitempty"`
 	Delta        string          `json:"delta,omitempty"`
 	MessageID    string          `json:"messageId,omitempty"`
@@ -162,7 +163,7 @@ func (s *ChunkStream) Next() (Chunk, error) {
 			ch.Seq, s.last = seq, seq
 			s.b.reset()
 		}
-		s.finished = s.finished || ch.Type == "finish"
+		s.finished = s.finished || ch.Type == wire.ChunkFinish
 		return ch, nil
 	}
 }

@@ -7,26 +7,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
 // The wire types of the agent platform's /api/v1 routes (PLATFORM.md).
 
-// Session states (PLATFORM.md).
+// Session states (wire.SessionState; PLATFORM.md).
 const (
-	SessionCreating         = "CREATING"
-	SessionReady            = "READY"
-	SessionBusy             = "BUSY"
-	SessionInterrupting     = "INTERRUPTING"
-	SessionRecoveryRequired = "RECOVERY_REQUIRED"
-	SessionTerminated       = "TERMINATED"
-	SessionDeleted          = "DELETED"
+	SessionCreating         = string(wire.SessionCreating)
+	SessionReady            = string(wire.SessionReady)
+	SessionBusy             = string(wire.SessionBusy)
+	SessionInterrupting     = string(wire.SessionInterrupting)
+	SessionRecoveryRequired = string(wire.SessionRecoveryRequired)
+	SessionTerminated       = string(wire.SessionTerminated)
+	SessionDeleted          = string(wire.SessionDeleted)
 )
 
-// Decisions of an approval.
+// Decisions of an approval (wire.Decision).
 const (
-	DecisionApprove = "approve"
-	DecisionReject  = "reject"
+	DecisionApprove = string(wire.DecisionApprove)
+	DecisionReject  = string(wire.DecisionReject)
 )
 
 // Engine is an installed agent program.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/store"
+
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // UIMessage is an AI SDK UI message folded from the log.
@@ -166,7 +168,11 @@ type folder struct {
 }
 
 // textKey names a text or reasoning part: its turn, kind and part id.
-type textKey struct{ turn, kind, id string }
+type textKey struct {
+	turn string
+	kind wire.PartKind
+	id   string
+}
 
 // textPart is a text or reasoning part and its text so far: the deltas
 // are gathered in b and the part's "text" set once, by done.
@@ -210,7 +216,7 @@ func (f *folder) assistant(e store.LogEntry) *UIMessage {
 
 // frame folds one frame c of turn into its message m.
 func (f *folder) frame(m *UIMessage, turn string, c map[string]any) {
-	t, _ := c["type"].(string)
+	t := wire.Chunk(c).Type()
 	if kind, phase, ok := textFrame(t); ok {
 		id, _ := c["id"].(string)
 		f.text(m, textKey{turn, kind, id}, phase, c)
@@ -218,41 +224,41 @@ func (f *folder) frame(m *UIMessage, turn string, c map[string]any) {
 	}
 	callID, _ := c["toolCallId"].(string)
 	switch t {
-	case "start-step":
+	case wire.ChunkStartStep:
 		m.Parts = append(m.Parts, map[string]any{"type": "step-start"})
-	case "tool-input-start":
+	case wire.ChunkToolInputStart:
 		f.tools[callID] = addPart(m, map[string]any{"type": "dynamic-tool", "toolName": c["toolName"], "toolCallId": callID,
 			"state": "input-streaming", "input": nil})
-	case "tool-input-available":
+	case wire.ChunkToolInputAvailable:
 		p, ok := f.tools[callID]
 		if !ok {
 			p = addPart(m, map[string]any{"type": "dynamic-tool", "toolName": c["toolName"], "toolCallId": callID})
 			f.tools[callID] = p
 		}
 		p["state"], p["input"] = "input-available", c["input"]
-	case "tool-approval-request":
+	case wire.ChunkToolApproval:
 		if p, ok := f.tools[callID]; ok {
 			p["state"], p["approval"] = "approval-requested", map[string]any{"id": c["approvalId"]}
 		}
-	case "tool-output-available":
+	case wire.ChunkToolOutputAvailable:
 		if p, ok := f.tools[callID]; ok {
 			p["state"], p["output"] = "output-available", c["output"]
 		}
-	case "tool-output-error":
+	case wire.ChunkToolOutputError:
 		if p, ok := f.tools[callID]; ok {
 			p["state"], p["errorText"] = "output-error", c["errorText"]
 		}
-	case "tool-output-denied":
+	case wire.ChunkToolOutputDenied:
 		if p, ok := f.tools[callID]; ok {
 			p["state"] = "output-denied"
 		}
-	case "data-turn-accepted":
+	case wire.DataTurnAccepted:
 		// Before the reply's start frame: a client's message begins
 		// after it, so it is no part of the message.
-	case "finish":
+	case wire.ChunkFinish:
 		m.Metadata["finish_reason"] = c["finishReason"]
 	default:
-		if strings.HasPrefix(t, "data-") && c["transient"] != true {
+		if t.IsData() && c["transient"] != true {
 			part := map[string]any{"type": t, "data": c["data"]}
 			if id, ok := c["id"].(string); ok {
 				part["id"] = id
@@ -264,12 +270,18 @@ func (f *folder) frame(m *UIMessage, turn string, c map[string]any) {
 
 // textFrame splits a text or reasoning frame's type ("reasoning-delta")
 // into the part's kind and the frame's phase (start, delta or end).
-func textFrame(t string) (kind, phase string, ok bool) {
-	kind, phase, ok = strings.Cut(t, "-")
-	if !ok || (kind != "text" && kind != "reasoning") || (phase != "start" && phase != "delta" && phase != "end") {
-		return "", "", false
+func textFrame(t wire.ChunkType) (kind wire.PartKind, phase string, ok bool) {
+	for _, k := range []wire.PartKind{wire.PartText, wire.PartReasoning} {
+		switch t {
+		case k.Start():
+			return k, "start", true
+		case k.Delta():
+			return k, "delta", true
+		case k.End():
+			return k, "end", true
+		}
 	}
-	return kind, phase, true
+	return "", "", false
 }
 
 // text folds a text or reasoning frame c of part k into m.

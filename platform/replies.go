@@ -3,6 +3,7 @@ package platform
 import (
 	"strings"
 
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store"
 )
 
@@ -38,7 +39,7 @@ func Replies(entries []store.LogEntry) []Reply {
 		if out[i].MessageID == "" {
 			out[i].MessageID = e.MessageID
 		}
-		if e.Type == "finish" {
+		if e.Type == string(wire.ChunkFinish) {
 			out[i].End = e.Seq
 		}
 	}

@@ -9,19 +9,20 @@ import (
 	"unicode/utf8"
 
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
 
-// Session states (PLATFORM.md).
+// Session states (wire.SessionState), as the store keeps them.
 const (
-	StateCreating         = "CREATING"
-	StateReady            = "READY"
-	StateBusy             = "BUSY"
-	StateInterrupting     = "INTERRUPTING"
-	StateRecoveryRequired = "RECOVERY_REQUIRED"
-	StateTerminated       = "TERMINATED"
-	StateDeleted          = "DELETED"
+	StateCreating         = string(wire.SessionCreating)
+	StateReady            = string(wire.SessionReady)
+	StateBusy             = string(wire.SessionBusy)
+	StateInterrupting     = string(wire.SessionInterrupting)
+	StateRecoveryRequired = string(wire.SessionRecoveryRequired)
+	StateTerminated       = string(wire.SessionTerminated)
+	StateDeleted          = string(wire.SessionDeleted)
 )
 
 // WakeStream names the notification a Session's runtime holder listens
@@ -251,7 +252,7 @@ func (s *Service) Respond(ctx context.Context, sessionID string, a engine.Answer
 	if len(rec.PendingInteraction) == 0 || json.Unmarshal(rec.PendingInteraction, &pending) != nil || pending.ID != a.InteractionID {
 		return sandbox.Errorf(CodeInteractionClosed, "interaction %q is not open in session %s", a.InteractionID, sessionID)
 	}
-	if pending.Kind == "approval" && a.Decision != "approve" && a.Decision != "reject" {
+	if pending.Kind == "approval" && a.Decision != string(wire.DecisionApprove) && a.Decision != string(wire.DecisionReject) {
 		return invalid("answer.decision must be approve or reject")
 	}
 	if pending.Kind == "question" && len(a.Answers) == 0 {

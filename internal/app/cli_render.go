@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/client"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // Bounds of what a tool call shows.
@@ -76,11 +77,11 @@ func (v *replyView) show(e client.Event) {
 		return
 	}
 	switch ch.Type {
-	case "text-start":
+	case wire.ChunkTextStart:
 		v.endReasoning()
-	case "text-delta":
+	case wire.ChunkTextDelta:
 		v.write(ch.Delta)
-	case "reasoning-start":
+	case wire.ChunkReasoningStart:
 		v.lineStart()
 		v.reasoning = true
 		if v.color {
@@ -88,25 +89,25 @@ func (v *replyView) show(e client.Event) {
 		} else {
 			v.write("thinking: ")
 		}
-	case "reasoning-delta":
+	case wire.ChunkReasoningDelta:
 		d := ch.Delta
 		if !v.color {
 			d = strings.ReplaceAll(d, "\n", "\nthinking: ")
 		}
 		v.write(d)
-	case "reasoning-end":
+	case wire.ChunkReasoningEnd:
 		v.endReasoning()
-	case "tool-input-available":
+	case wire.ChunkToolInputAvailable:
 		v.endReasoning()
 		v.line(fmt.Sprintf("→ %s %s", ch.ToolName, bound(compactJSON(ch.Input), maxToolInput, 1)))
 		v.lastCall = ch.ToolCallID
-	case "tool-output-available":
+	case wire.ChunkToolOutputAvailable:
 		v.line(indent("← ", bound(toolOutput(ch.Output), maxOutputBytes, maxOutputLines)))
-	case "tool-output-error":
+	case wire.ChunkToolOutputError:
 		v.line(indent("← error: ", bound(ch.ErrorText, maxOutputBytes, maxOutputLines)))
-	case "tool-output-denied":
+	case wire.ChunkToolOutputDenied:
 		v.line("← denied")
-	case "data-turn-failure":
+	case wire.DataTurnFailure:
 		var f struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
@@ -114,10 +115,10 @@ func (v *replyView) show(e client.Event) {
 		_ = json.Unmarshal(ch.Data, &f)
 		v.endReasoning()
 		v.line(fmt.Sprintf("error: %s: %s", f.Code, f.Message))
-	case "data-turn-interrupted":
+	case wire.DataTurnInterrupted:
 		v.endReasoning()
 		v.line("[interrupted]")
-	case "finish":
+	case wire.ChunkFinish:
 		v.endReasoning()
 		v.lineStart()
 	}

@@ -2,7 +2,8 @@
 // program (an "engine kind"): how the program is placed in a sandbox, how
 // inputs, interrupts and answers are written to it, and how every event it
 // prints is classified into one closed set. It imports only the standard
-// library, like sandbox/.
+// library and the platform's wire vocabulary (platform/wire), like
+// sandbox/.
 //
 // An Adapter is a codec with no I/O of its own: the platform's runner owns
 // the transport (the program runs as a long-lived execd command with a
@@ -20,6 +21,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // Descriptor says what an engine kind is and needs.
@@ -287,17 +290,6 @@ func JSONLine(v any) ([]byte, error) {
 // bash -c).
 func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// FrameOf returns a Frame event of an AI SDK UI chunk given as its fields.
-func FrameOf(fields map[string]any) Event {
-	b, _ := json.Marshal(fields)
-	return Event{Kind: Frame, Chunk: b}
-}
-
-// OrNull is m, or JSON null when m is empty (a chunk field that must be
-// present).
-func OrNull(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage("null")
-	}
-	return m
-}
+// FrameOf returns a Frame event of an AI SDK UI chunk (see package
+// platform/wire for the chunk types and their constructors).
+func FrameOf(c wire.Chunk) Event { return Event{Kind: Frame, Chunk: c.JSON()} }

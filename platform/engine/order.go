@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // ReplyOrder is the order the AI SDK UI message stream protocol imposes on
@@ -21,7 +23,10 @@ type ReplyOrder struct {
 	tools map[string]toolPhase // tool calls by id
 }
 
-type orderPart struct{ kind, id string }
+type orderPart struct {
+	kind wire.PartKind
+	id   string
+}
 
 // toolPhase is how far a tool call went.
 type toolPhase uint8
@@ -50,60 +55,55 @@ func (o *ReplyOrder) Accept(chunk json.RawMessage) error {
 	if o.parts == nil {
 		o.parts, o.tools = map[orderPart]bool{}, map[string]toolPhase{}
 	}
-	switch c.Type {
-	case "text-start", "reasoning-start", "text-delta", "reasoning-delta", "text-end", "reasoning-end":
-		return o.part(c.Type, c.ID)
-	case "tool-input-start":
+	switch t := wire.ChunkType(c.Type); t {
+	case wire.ChunkTextStart, wire.ChunkTextDelta, wire.ChunkTextEnd:
+		return o.part(wire.PartText, t, c.ID)
+	case wire.ChunkReasoningStart, wire.ChunkReasoningDelta, wire.ChunkReasoningEnd:
+		return o.part(wire.PartReasoning, t, c.ID)
+	case wire.ChunkToolInputStart:
 		if _, seen := o.tools[c.ToolCallID]; seen {
 			return fmt.Errorf("%s of tool call %q, which already began", c.Type, c.ToolCallID)
 		}
 		o.tools[c.ToolCallID] = toolStreaming
-	case "tool-input-delta":
+	case wire.ChunkToolInputDelta:
 		if o.tools[c.ToolCallID] != toolStreaming {
 			return fmt.Errorf("%s of tool call %q, whose input is not streaming", c.Type, c.ToolCallID)
 		}
-	case "tool-input-available", "tool-input-error":
+	case wire.ChunkToolInputAvailable, wire.ChunkToolInputError:
 		if p := o.tools[c.ToolCallID]; p > toolStreaming {
 			return fmt.Errorf("%s of tool call %q, whose input was already given", c.Type, c.ToolCallID)
 		}
 		o.tools[c.ToolCallID] = toolCalled
-		if c.Type == "tool-input-error" {
+		if t == wire.ChunkToolInputError {
 			o.tools[c.ToolCallID] = toolDone
 		}
-	case "tool-approval-request":
+	case wire.ChunkToolApproval:
 		if o.tools[c.ToolCallID] != toolCalled {
 			return fmt.Errorf("%s of tool call %q, which is not waiting to run", c.Type, c.ToolCallID)
 		}
-	case "tool-output-available", "tool-output-error", "tool-output-denied":
+	case wire.ChunkToolOutputAvailable, wire.ChunkToolOutputError, wire.ChunkToolOutputDenied:
 		if o.tools[c.ToolCallID] != toolCalled {
 			return fmt.Errorf("%s of tool call %q, which is not running (its input was not given, or it has its outcome)", c.Type, c.ToolCallID)
 		}
-		if !(c.Type == "tool-output-available" && c.Preliminary) {
+		if !(t == wire.ChunkToolOutputAvailable && c.Preliminary) {
 			o.tools[c.ToolCallID] = toolDone
 		}
 	}
 	return nil
 }
 
-// part checks and records a text or reasoning chunk of part id.
-func (o *ReplyOrder) part(typ, id string) error {
-	kind, stage := typ[:len(typ)-len("-start")], "start"
-	switch {
-	case typ == "text-delta" || typ == "reasoning-delta":
-		kind, stage = typ[:len(typ)-len("-delta")], "delta"
-	case typ == "text-end" || typ == "reasoning-end":
-		kind, stage = typ[:len(typ)-len("-end")], "end"
-	}
-	k := orderPart{kind, id}
-	switch open := o.parts[k]; {
-	case stage == "start" && open:
-		return fmt.Errorf("%s of %s part %q, which is already open", typ, kind, id)
-	case stage != "start" && !open:
-		return fmt.Errorf("%s of %s part %q, which is not open", typ, kind, id)
-	case stage == "start":
-		o.parts[k] = true
-	case stage == "end":
-		delete(o.parts, k)
+// part checks and records chunk t of part id of kind k.
+func (o *ReplyOrder) part(k wire.PartKind, t wire.ChunkType, id string) error {
+	key := orderPart{k, id}
+	switch open := o.parts[key]; {
+	case t == k.Start() && open:
+		return fmt.Errorf("%s of %s part %q, which is already open", t, k, id)
+	case t != k.Start() && !open:
+		return fmt.Errorf("%s of %s part %q, which is not open", t, k, id)
+	case t == k.Start():
+		o.parts[key] = true
+	case t == k.End():
+		delete(o.parts, key)
 	}
 	return nil
 }

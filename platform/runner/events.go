@@ -10,13 +10,29 @@ import (
 
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store"
 )
 
 // chunk returns a UI frame entry of the current turn.
-func (r *runner) chunk(fields map[string]any) store.LogEntry {
-	b, _ := json.Marshal(fields)
-	return r.frameEntry(b)
+func (r *runner) chunk(c wire.Chunk) store.LogEntry { return r.frameEntry(c.JSON()) }
+
+// opening returns a reply's opening frames: its acceptance and the start
+// of its message.
+func (r *runner) opening(in *store.Input) []store.LogEntry {
+	return []store.LogEntry{
+		r.chunk(wire.Data(wire.DataTurnAccepted, map[string]any{"turnId": in.TurnID, "inputId": in.ID})),
+		r.chunk(wire.Start(r.turn.messageID, map[string]any{"turn_id": in.TurnID, "input_id": in.ID})),
+	}
+}
+
+// failure returns a failed reply's closing frames: its failure and the
+// end of its message.
+func (r *runner) failure(code, msg string) []store.LogEntry {
+	return []store.LogEntry{
+		r.chunk(wire.Data(wire.DataTurnFailure, map[string]any{"code": code, "message": msg})),
+		r.chunk(wire.Finish("error")),
+	}
 }
 
 func (r *runner) frameEntry(raw json.RawMessage) store.LogEntry {
@@ -116,14 +132,11 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 		}
 		r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID, started: time.Now()}
 		r.abandoned = "" // the program moved on
-		es := []store.LogEntry{
+		es := append([]store.LogEntry{
 			r.control("input.consumed", map[string]any{"input_id": in.ID}),
 			r.control("turn.started", map[string]any{"input_id": in.ID}),
-			r.chunk(map[string]any{"type": "data-turn-accepted", "data": map[string]any{"turnId": in.TurnID, "inputId": in.ID}}),
-			r.chunk(map[string]any{"type": "start", "messageId": r.turn.messageID,
-				"messageMetadata": map[string]any{"turn_id": in.TurnID, "input_id": in.ID}}),
-			r.chunk(map[string]any{"type": "data-input-consumed", "data": map[string]any{"inputId": in.ID}}),
-		}
+		}, r.opening(in)...)
+		es = append(es, r.chunk(wire.Data(wire.DataInputConsumed, map[string]any{"inputId": in.ID})))
 		turnID := in.TurnID
 		consumed := func(ctx context.Context) error {
 			if _, err := r.m.st.SetInputState(ctx, in.ID, store.InputConsumed, "", store.InputAccepted, store.InputDelivered); err != nil && !errors.Is(err, store.ErrConflict) {
@@ -173,7 +186,7 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 			r.log.Warn("record pending interaction", "err", err)
 		}
 		es := []store.LogEntry{
-			r.chunk(map[string]any{"type": "data-interaction", "id": ev.Interaction.ID, "data": json.RawMessage(ia)}),
+			r.chunk(wire.NewChunk(wire.DataInteraction, map[string]any{"id": ev.Interaction.ID, "data": json.RawMessage(ia)})),
 			r.control("interaction.opened", map[string]any{"interaction": json.RawMessage(ia)}),
 		}
 		if from != platform.StateBusy && from != platform.StateInterrupting && from != platform.StateDeleted && from != "" {
@@ -267,8 +280,7 @@ func (r *runner) replyEnded(end *engine.ReplyEnd) ([]store.LogEntry, after) {
 		if code == "" {
 			code = "PROGRAM_ERROR"
 		}
-		es = append(es, r.chunk(map[string]any{"type": "data-turn-failure", "data": map[string]any{"code": code, "message": end.ErrorMessage}}),
-			r.chunk(map[string]any{"type": "finish", "finishReason": "error"}))
+		es = append(es, r.failure(code, end.ErrorMessage)...)
 	default:
 		reason := finishReasons[end.FinishReason]
 		if reason == "" {
@@ -276,10 +288,10 @@ func (r *runner) replyEnded(end *engine.ReplyEnd) ([]store.LogEntry, after) {
 		}
 		if end.Outcome == engine.OutcomeInterrupted {
 			reason = "other"
-			es = append(es, r.chunk(map[string]any{"type": "data-turn-interrupted", "data": map[string]any{"turnId": r.turn.id}}))
+			es = append(es, r.chunk(wire.Data(wire.DataTurnInterrupted, map[string]any{"turnId": r.turn.id})))
 		}
-		es = append(es, r.chunk(map[string]any{"type": "data-result", "data": map[string]any{"usage": end.Usage, "outcome": end.Outcome}}),
-			r.chunk(map[string]any{"type": "finish", "finishReason": reason}))
+		es = append(es, r.chunk(wire.Data(wire.DataResult, map[string]any{"usage": end.Usage, "outcome": end.Outcome})),
+			r.chunk(wire.Finish(reason)))
 	}
 	es = append(es, r.control("turn.ended", map[string]any{"input_id": r.turn.inputID, "outcome": end.Outcome, "usage": end.Usage, "error_code": code}))
 	inputID := r.turn.inputID
@@ -338,8 +350,7 @@ func (r *runner) nativeKey(ctx context.Context, ev engine.Event) error {
 func (r *runner) failInput(ctx context.Context, in *store.Input, code, msg string) error {
 	var es []store.LogEntry
 	if r.turn != nil && r.turn.inputID == in.ID {
-		es = append(es, r.chunk(map[string]any{"type": "data-turn-failure", "data": map[string]any{"code": code, "message": msg}}),
-			r.chunk(map[string]any{"type": "finish", "finishReason": "error"}))
+		es = append(es, r.failure(code, msg)...)
 		es = append(es, r.control("turn.ended", map[string]any{"input_id": in.ID, "outcome": engine.OutcomeFailed, "error_code": code}))
 		r.turn = nil
 	} else {

@@ -145,11 +145,8 @@ func (r *runner) endOverLimit(o *overrun) ([]store.LogEntry, after) {
 	r.log.Warn("reply ended: the program's output passed a session limit", "input_id", t.inputID, "code", o.code,
 		"frames", t.frames, "bytes", t.bytes, "log_bytes", r.logBytes)
 	code := string(o.code)
-	es := []store.LogEntry{
-		r.chunk(map[string]any{"type": "data-turn-failure", "data": map[string]any{"code": code, "message": o.msg}}),
-		r.chunk(map[string]any{"type": "finish", "finishReason": "error"}),
-		r.control("turn.ended", map[string]any{"input_id": t.inputID, "outcome": engine.OutcomeFailed, "error_code": code, "message": o.msg}),
-	}
+	es := append(r.failure(code, o.msg),
+		r.control("turn.ended", map[string]any{"input_id": t.inputID, "outcome": engine.OutcomeFailed, "error_code": code, "message": o.msg}))
 	r.turn, r.abandoned = nil, t.inputID
 	return es, func(ctx context.Context) error {
 		if _, err := r.m.st.SetInputState(ctx, t.inputID, store.InputFailed, code, store.InputConsumed); err != nil && !errors.Is(err, store.ErrConflict) {

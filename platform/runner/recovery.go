@@ -173,11 +173,7 @@ func (r *runner) buildFailed(ctx context.Context, pending []*store.Input, err er
 // reply: its opening frames, then the failure (the user sees why).
 func (r *runner) failUnstarted(ctx context.Context, in *store.Input, code, msg string) error {
 	r.turn = &turn{id: in.TurnID, inputID: in.ID, messageID: "msg_" + in.ID}
-	es := []store.LogEntry{
-		r.control("turn.started", map[string]any{"input_id": in.ID}),
-		r.chunk(map[string]any{"type": "data-turn-accepted", "data": map[string]any{"turnId": in.TurnID, "inputId": in.ID}}),
-		r.chunk(map[string]any{"type": "start", "messageId": r.turn.messageID, "messageMetadata": map[string]any{"turn_id": in.TurnID, "input_id": in.ID}}),
-	}
+	es := append([]store.LogEntry{r.control("turn.started", map[string]any{"input_id": in.ID})}, r.opening(in)...)
 	if _, err := r.append(ctx, es...); err != nil {
 		return err
 	}

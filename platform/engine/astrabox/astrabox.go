@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // Kind is the engine kind this adapter serves.
@@ -103,7 +104,7 @@ func (Adapter) EncodeInterrupt() ([]byte, error) {
 
 // EncodeAnswer implements engine.Adapter.
 func (Adapter) EncodeAnswer(a engine.Answer) ([]byte, error) {
-	if a.Decision != "approve" && a.Decision != "reject" {
+	if a.Decision != string(wire.DecisionApprove) && a.Decision != string(wire.DecisionReject) {
 		return nil, fmt.Errorf("astrabox: the built-in agent only asks approvals (decision approve or reject)")
 	}
 	return engine.JSONLine(map[string]any{"type": "answer", "interaction_id": a.InteractionID, "decision": a.Decision, "comment": a.Comment})

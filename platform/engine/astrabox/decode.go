@@ -2,8 +2,10 @@ package astrabox
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // event is one line of the agent's stdout (docs/agent-protocol.md); the
@@ -53,26 +55,28 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 	case "state":
 		return []engine.Event{{Kind: engine.StateChanged, State: ev.State}}
 	case "step.start":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "start-step"})}
+		return []engine.Event{engine.FrameOf(wire.StartStep())}
 	case "step.finish":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "finish-step"})}
-	case "text.start", "text.end", "reasoning.start", "reasoning.end":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": dash(ev.Type), "id": ev.ID})}
+		return []engine.Event{engine.FrameOf(wire.FinishStep())}
+	case "text.start", "reasoning.start":
+		return []engine.Event{engine.FrameOf(wire.PartStart(partKind(ev.Type), ev.ID))}
 	case "text.delta", "reasoning.delta":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": dash(ev.Type), "id": ev.ID, "delta": ev.Delta})}
+		return []engine.Event{engine.FrameOf(wire.PartDelta(partKind(ev.Type), ev.ID, ev.Delta))}
+	case "text.end", "reasoning.end":
+		return []engine.Event{engine.FrameOf(wire.PartEnd(partKind(ev.Type), ev.ID))}
 	case "tool.start":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-start", "toolCallId": ev.ID, "toolName": ev.Name, "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolInputStart(ev.ID, ev.Name))}
 	case "tool.call":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-available", "toolCallId": ev.ID, "toolName": ev.Name, "input": engine.OrNull(ev.Input), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolInputAvailable(ev.ID, ev.Name, ev.Input))}
 	case "tool.result":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-available", "toolCallId": ev.ID, "output": engine.OrNull(ev.Output), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolOutput(ev.ID, ev.Output, false))}
 	case "tool.error":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-error", "toolCallId": ev.ID, "errorText": errorText(ev.Error), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolOutputError(ev.ID, errorText(ev.Error)))}
 	case "tool.denied":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-denied", "toolCallId": ev.ID})}
+		return []engine.Event{engine.FrameOf(wire.ToolOutputDenied(ev.ID))}
 	case "approval.request":
 		return []engine.Event{
-			engine.FrameOf(map[string]any{"type": "tool-approval-request", "approvalId": ev.InteractionID, "toolCallId": ev.ToolCallID}),
+			engine.FrameOf(wire.ToolApprovalRequest(ev.InteractionID, ev.ToolCallID)),
 			{Kind: engine.InteractionRequested, Interaction: &engine.Interaction{
 				ID: ev.InteractionID, Kind: "approval", ToolCallID: ev.ToolCallID, ToolName: ev.Name, Input: ev.Input}},
 		}
@@ -92,15 +96,12 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 	return []engine.Event{{Kind: engine.Diagnostic, Text: string(raw)}}
 }
 
-// dash turns "text.delta" into "text-delta".
-func dash(t string) string {
-	b := []byte(t)
-	for i, c := range b {
-		if c == '.' {
-			b[i] = '-'
-		}
+// partKind is the part kind of a text.* or reasoning.* event.
+func partKind(eventType string) wire.PartKind {
+	if strings.HasPrefix(eventType, "reasoning.") {
+		return wire.PartReasoning
 	}
-	return string(b)
+	return wire.PartText
 }
 
 // errorText reads a tool error, a string or {message}.

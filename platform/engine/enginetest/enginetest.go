@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // Fixture is a recorded run of a program: its stdout, one event per line.
@@ -24,14 +25,6 @@ type Fixture struct {
 	// Replies is how many replies the recording holds.
 	Replies int
 }
-
-// chunkTypes are the AI SDK UI chunk types an adapter may produce (data-*
-// types are open).
-var chunkTypes = map[string]bool{"start-step": true, "finish-step": true, "text-start": true, "text-delta": true,
-	"text-end": true, "reasoning-start": true, "reasoning-delta": true, "reasoning-end": true, "tool-input-start": true,
-	"tool-input-delta": true, "tool-input-available": true, "tool-input-error": true, "tool-output-available": true,
-	"tool-output-error": true, "tool-output-denied": true, "tool-approval-request": true, "source-url": true,
-	"source-document": true, "file": true, "error": true}
 
 // Run runs the suite against ad with the given fixtures.
 func Run(t *testing.T, ad engine.Adapter, fixtures ...Fixture) {
@@ -188,7 +181,7 @@ func checkChunk(t *testing.T, raw json.RawMessage, order *engine.ReplyOrder) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		t.Fatalf("chunk is not JSON: %s", raw)
 	}
-	if !chunkTypes[c.Type] && !strings.HasPrefix(c.Type, "data-") {
+	if !wire.ChunkType(c.Type).Known() {
 		t.Fatalf("unknown chunk type %q", c.Type)
 	}
 	if err := order.Accept(raw); err != nil {

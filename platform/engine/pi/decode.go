@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // event is one line of pi's RPC output (its docs/rpc.md); the fields used
@@ -87,14 +88,14 @@ type decoder struct {
 	// retries, so its agent_end does not end the reply.
 	awaitingRetry bool
 	step          int               // assistant messages so far, for part ids
-	parts         map[string]string // open part ids: "text" or "reasoning"
+	parts         map[string]wire.PartKind // open part ids and their kinds
 	toolNames     map[string]string
 	usage         engine.Usage
 	last          *message // the reply's last assistant message
 }
 
 func newDecoder() *decoder {
-	return &decoder{parts: map[string]string{}, toolNames: map[string]string{}}
+	return &decoder{parts: map[string]wire.PartKind{}, toolNames: map[string]string{}}
 }
 
 // Decode implements engine.Decoder.
@@ -115,15 +116,12 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 	case "message_end":
 		return d.messageEnd(ev)
 	case "tool_execution_update":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID,
-			"output": engine.OrNull(ev.PartialResult), "preliminary": true, "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolOutput(ev.ToolCallID, ev.PartialResult, true))}
 	case "tool_execution_end":
 		if ev.IsError {
-			return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-error", "toolCallId": ev.ToolCallID,
-				"errorText": resultText(ev.Result), "dynamic": true})}
+			return []engine.Event{engine.FrameOf(wire.ToolOutputError(ev.ToolCallID, resultText(ev.Result)))}
 		}
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-output-available", "toolCallId": ev.ToolCallID,
-			"output": engine.OrNull(ev.Result), "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolOutput(ev.ToolCallID, ev.Result, false))}
 	case "turn_end":
 		// pi has appended the turn's messages to its session file.
 		return []engine.Event{{Kind: engine.StateGrew}}
@@ -131,8 +129,8 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 		return d.agentEnd()
 	case "auto_retry_start":
 		d.awaitingRetry = false
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "data-retry", "transient": true, "data": map[string]any{
-			"attempt": ev.Attempt, "maxAttempts": ev.MaxAttempts, "delayMs": ev.DelayMs, "error": ev.ErrorMessage}})}
+		return []engine.Event{engine.FrameOf(wire.Transient(wire.DataRetry, map[string]any{
+			"attempt": ev.Attempt, "maxAttempts": ev.MaxAttempts, "delayMs": ev.DelayMs, "error": ev.ErrorMessage}))}
 	case "auto_retry_end":
 		if ev.Success != nil && !*ev.Success && d.open {
 			d.awaitingRetry = false
@@ -144,11 +142,10 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 		}
 		return nil
 	case "compaction_start":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "data-compaction", "transient": true,
-			"data": map[string]any{"phase": "start", "reason": ev.Reason}})}
+		return []engine.Event{engine.FrameOf(wire.Transient(wire.DataCompaction, map[string]any{"phase": "start", "reason": ev.Reason}))}
 	case "compaction_end":
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "data-compaction", "transient": true,
-			"data": map[string]any{"phase": "end", "reason": ev.Reason, "aborted": ev.Aborted, "willRetry": ev.WillRetry, "error": ev.ErrorMessage}})}
+		return []engine.Event{engine.FrameOf(wire.Transient(wire.DataCompaction,
+			map[string]any{"phase": "end", "reason": ev.Reason, "aborted": ev.Aborted, "willRetry": ev.WillRetry, "error": ev.ErrorMessage}))}
 	case "turn_start", "tool_execution_start", "queue_update":
 		// Known, and nothing to show: a turn is a step (message_start), a
 		// tool's start follows its input (toolcall_end), and the runner
@@ -206,7 +203,7 @@ func (d *decoder) messageStart(ev event) []engine.Event {
 		return append(out, engine.Event{Kind: engine.InputConsumed, InputID: id})
 	case "assistant":
 		d.step++
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "start-step"})}
+		return []engine.Event{engine.FrameOf(wire.StartStep())}
 	}
 	return nil // tool results and pi's own records
 }
@@ -223,15 +220,15 @@ func (d *decoder) update(ev event, raw []byte) []engine.Event {
 	case "start", "done", "error":
 		return nil // the message's own boundaries are message_start/end
 	case "text_start":
-		return d.openPart("text", text)
+		return d.openPart(wire.PartText, text)
 	case "text_delta":
-		return append(d.openPart("text", text), engine.FrameOf(map[string]any{"type": "text-delta", "id": text, "delta": u.Delta}))
+		return append(d.openPart(wire.PartText, text), engine.FrameOf(wire.PartDelta(wire.PartText, text, u.Delta)))
 	case "text_end":
 		return d.close(text)
 	case "thinking_start":
-		return d.openPart("reasoning", thinking)
+		return d.openPart(wire.PartReasoning, thinking)
 	case "thinking_delta":
-		return append(d.openPart("reasoning", thinking), engine.FrameOf(map[string]any{"type": "reasoning-delta", "id": thinking, "delta": u.Delta}))
+		return append(d.openPart(wire.PartReasoning, thinking), engine.FrameOf(wire.PartDelta(wire.PartReasoning, thinking, u.Delta)))
 	case "thinking_end":
 		return d.close(thinking)
 	case "toolcall_start":
@@ -240,13 +237,13 @@ func (d *decoder) update(ev event, raw []byte) []engine.Event {
 			return nil // named by toolcall_end
 		}
 		d.toolNames[tc.ID] = tc.Name
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-start", "toolCallId": tc.ID, "toolName": tc.Name, "dynamic": true})}
+		return []engine.Event{engine.FrameOf(wire.ToolInputStart(tc.ID, tc.Name))}
 	case "toolcall_delta":
 		tc := partialToolCall(u.Partial, u.ContentIndex)
 		if tc == nil || d.toolNames[tc.ID] == "" {
 			return nil
 		}
-		return []engine.Event{engine.FrameOf(map[string]any{"type": "tool-input-delta", "toolCallId": tc.ID, "inputTextDelta": u.Delta})}
+		return []engine.Event{engine.FrameOf(wire.ToolInputDelta(tc.ID, u.Delta))}
 	case "toolcall_end":
 		if u.ToolCall == nil {
 			return nil
@@ -254,22 +251,21 @@ func (d *decoder) update(ev event, raw []byte) []engine.Event {
 		var out []engine.Event
 		if _, started := d.toolNames[u.ToolCall.ID]; !started {
 			d.toolNames[u.ToolCall.ID] = u.ToolCall.Name
-			out = append(out, engine.FrameOf(map[string]any{"type": "tool-input-start", "toolCallId": u.ToolCall.ID, "toolName": u.ToolCall.Name, "dynamic": true}))
+			out = append(out, engine.FrameOf(wire.ToolInputStart(u.ToolCall.ID, u.ToolCall.Name)))
 		}
-		return append(out, engine.FrameOf(map[string]any{"type": "tool-input-available", "toolCallId": u.ToolCall.ID,
-			"toolName": u.ToolCall.Name, "input": engine.OrNull(u.ToolCall.Arguments), "dynamic": true}))
+		return append(out, engine.FrameOf(wire.ToolInputAvailable(u.ToolCall.ID, u.ToolCall.Name, u.ToolCall.Arguments)))
 	}
 	return []engine.Event{{Kind: engine.Diagnostic, Text: string(raw)}}
 }
 
 // openPart starts a text or reasoning part unless it is open already (a
 // delta pi sent without its start opens it too).
-func (d *decoder) openPart(kind, id string) []engine.Event {
+func (d *decoder) openPart(kind wire.PartKind, id string) []engine.Event {
 	if d.parts[id] != "" {
 		return nil
 	}
 	d.parts[id] = kind
-	return []engine.Event{engine.FrameOf(map[string]any{"type": kind + "-start", "id": id})}
+	return []engine.Event{engine.FrameOf(wire.PartStart(kind, id))}
 }
 
 // close ends an open part.
@@ -279,7 +275,7 @@ func (d *decoder) close(id string) []engine.Event {
 		return nil
 	}
 	delete(d.parts, id)
-	return []engine.Event{engine.FrameOf(map[string]any{"type": kind + "-end", "id": id})}
+	return []engine.Event{engine.FrameOf(wire.PartEnd(kind, id))}
 }
 
 // messageEnd closes an assistant message's step and keeps its outcome.
@@ -293,9 +289,9 @@ func (d *decoder) messageEnd(ev event) []engine.Event {
 	d.usage.OutputTokens += m.Usage.Output
 	out := d.closeParts()
 	if m.StopReason == "error" && m.ErrorMessage != "" {
-		out = append(out, engine.FrameOf(map[string]any{"type": "data-model-error", "transient": true, "data": map[string]any{"message": m.ErrorMessage}}))
+		out = append(out, engine.FrameOf(wire.Transient(wire.DataModelError, map[string]any{"message": m.ErrorMessage})))
 	}
-	return append(out, engine.FrameOf(map[string]any{"type": "finish-step"}))
+	return append(out, engine.FrameOf(wire.FinishStep()))
 }
 
 // closeParts ends the parts pi left open (an aborted message).
