@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/credproxy"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -93,7 +93,7 @@ func (s *Server) vaultRoot(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		writeJSON(w, http.StatusOK, v.State())
 	case http.MethodPost:
-		var req egress.VaultCreateRequest
+		var req credproxy.CreateRequest
 		if !s.decodeVaultBody(w, r, &req) {
 			return
 		}
@@ -104,7 +104,7 @@ func (s *Server) vaultRoot(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		writeJSON(w, http.StatusCreated, v.State())
 	case http.MethodPatch:
-		var m egress.VaultMutation
+		var m credproxy.Mutation
 		if !s.decodeVaultBody(w, r, &m) {
 			return
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/provider/process"
 	"github.com/astrabox/astrabox/sandbox"
@@ -67,7 +68,7 @@ func newVaultEnv(t *testing.T) *vaultEnv {
 	}
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ca, _, err := egress.NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}

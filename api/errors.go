@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/credproxy"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -13,7 +13,7 @@ import (
 // The API layer owns the one error code → HTTP status registry of the
 // server. Each layer that defines codes contributes its statuses:
 // the sandbox contract's codes, the platform's (platform.StatusByCode) and
-// the Credential Vault's (egress.StatusByCode) are registered here at init; another layer registers its own with
+// the Credential Vault's (credproxy.StatusByCode) are registered here at init; another layer registers its own with
 // RegisterStatus before the server answers. A code nobody registered is
 // answered with 500.
 var statuses = struct {
@@ -81,7 +81,7 @@ var sandboxStatuses = map[sandbox.Code]int{
 }
 
 func init() {
-	for _, table := range []map[sandbox.Code]int{sandboxStatuses, platform.StatusByCode, egress.StatusByCode} {
+	for _, table := range []map[sandbox.Code]int{sandboxStatuses, platform.StatusByCode, credproxy.StatusByCode} {
 		for code, status := range table {
 			RegisterStatus(code, status)
 		}

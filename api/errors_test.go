@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/credproxy"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -52,24 +52,25 @@ func TestStatusOfEveryCode(t *testing.T) {
 		platform.CodeAgentNotFound:      404,
 		// platform.CodeSessionNotFound is sandbox.CodeSessionNotFound's
 		// spelling: one code, registered by both with one status.
-		platform.CodeProfileNotFound:          404,
-		platform.CodeInvalid:                  400,
-		platform.CodeSessionBusy:              409,
-		platform.CodeVersionConflict:          409,
-		platform.CodeInteractionClosed:        409,
-		platform.CodeEngineNotInstalled:       400,
-		platform.CodeSessionDeleted:           410,
-		platform.CodeVaultNotFound:            404,
-		platform.CodeSecretNotFound:           404,
-		platform.CodeVaultInUse:               409,
-		platform.CodeDeliveryUnsupported:      400,
-		egress.CodeCredentialProxyDisabled:    412,
-		egress.CodeCredentialProxyUnavailable: 412,
-		egress.CodeVaultNotFound:              404,
-		egress.CodeVaultExists:                409,
-		egress.CodeVaultRevision:              409,
-		egress.CodeCredentialNotFound:         404,
-		egress.CodeBindingNotFound:            404,
+		platform.CodeProfileNotFound:     404,
+		platform.CodeInvalid:             400,
+		platform.CodeSessionBusy:         409,
+		platform.CodeVersionConflict:     409,
+		platform.CodeInteractionClosed:   409,
+		platform.CodeEngineNotInstalled:  400,
+		platform.CodeSessionDeleted:      410,
+		platform.CodeVaultNotFound:       404,
+		platform.CodeSecretNotFound:      404,
+		platform.CodeVaultInUse:          409,
+		platform.CodeDeliveryUnsupported: 400,
+		credproxy.CodeNotEnabled:         412,
+		credproxy.CodeUnavailable:        412,
+		credproxy.CodeNotFound:           404,
+		credproxy.CodeExists:             409,
+		credproxy.CodeRevisionMismatch:   409,
+		credproxy.CodeCredentialNotFound: 404,
+		credproxy.CodeBindingNotFound:    404,
+		CodeServiceWorkerRefused:         403,
 	}
 	for code, status := range want {
 		if got := statusOf(code); got != status {

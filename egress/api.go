@@ -67,7 +67,7 @@ func ToWire(np sandbox.NetworkPolicy) WirePolicy {
 
 // serveInBoxAPI answers the box's own requests on its gateway's port
 // 18080: GET /policy shows the policy; nothing changes it from there. The
-// Credential Vault is not served there at all, not even its sanitized
+// credential proxy's Credential Vault is not served there at all, not even its sanitized
 // state (binding names, hosts and header names would show code in the box
 // where credentials go): every /credential-vault request is refused.
 func (b *Box) serveInBoxAPI(c net.Conn) {

@@ -8,10 +8,10 @@ import (
 	"strings"
 )
 
-// Credential bindings: the proxy's side of a box's Credential Vault
-// (OpenSandbox's sandbox-local vault, see credvault.go). A binding names
-// destinations (schemes, ports, hosts, methods, paths) and the headers a
-// request to them gets. Unlike a Secret it needs no placeholder: the box
+// Credential bindings: the proxy's side of a box's credential proxy
+// (OpenSandbox's Credential Vault, modelled by package credproxy). A
+// binding names destinations (schemes, ports, hosts, methods, paths) and
+// the headers a request to them gets. Unlike a Secret it needs no placeholder: the box
 // holds nothing of the credential, and the proxy sets the binding's
 // headers on every request that matches, replacing whatever the box sent
 // under those names. Requests that match no binding, and responses, pass
@@ -19,8 +19,8 @@ import (
 // server's CA) only for destinations some binding of scheme https names;
 // other TLS connections pass through untouched.
 
-// Binding is one rule of a box's Credential Vault as the proxy applies it.
-// Every list holds normalized values (see VaultBinding's validation):
+// Binding is one rule of a box's credential proxy as the proxy applies it.
+// Every list holds normalized values (see credproxy's validation):
 // schemes "https" and "http", ports, hosts in lower case ("api.example.com",
 // or "*.example.com" for every subdomain), methods in upper case, paths
 // "/exact" or "/prefix*" ("/*": every path), matched against the path as
@@ -112,7 +112,7 @@ func (b *Binding) covers(scheme, host string, port int) bool {
 // selectBinding returns the binding of bs that req (sent with scheme to
 // port of host, a normalized name) matches at the highest host
 // precedence, or nil. ambiguous reports several at that precedence (which
-// the vault's validation refuses; the proxy then applies none).
+// credproxy's validation refuses; the proxy then applies none).
 //
 // The path is the one req is forwarded with (forwardedPath); a request
 // whose path is not unambiguous (unambiguousPath: dot segments, encoded
@@ -163,7 +163,7 @@ func ApplyBindings(req *http.Request, scheme, host string, port int, bs []Bindin
 	return b.Name, false
 }
 
-// SetBindings replaces the Credential Vault bindings the proxy applies to
+// SetBindings replaces the credential proxy bindings the proxy applies to
 // the requests of box id (nil or empty: none). They are kept by id, apart
 // from the box's proxy state, so that they hold whenever the box is behind
 // one of the Manager's gates (also when a backend opens its gate again,

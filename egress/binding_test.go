@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -161,7 +162,7 @@ func TestProxyBindingsTLS(t *testing.T) {
 	upAddr := netip.MustParseAddrPort(up.Listener.Addr().String())
 	roots := x509.NewCertPool()
 	roots.AddCert(up.Certificate())
-	ca, _, err := NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}

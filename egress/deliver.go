@@ -21,14 +21,14 @@ import (
 // when the request goes to the secret's destination: its host (exact, or
 // "*.domain" for subdomains), under its path prefix, in its header. Over
 // HTTPS the proxy terminates the box's TLS with a certificate of the
-// server's CA (which only boxes with secrets, or with a Credential Vault,
-// trust) and opens its own, verified TLS connection upstream; over HTTP it
-// rewrites the request on the way. Responses come back scrubbed of every
+// server's CA (which only boxes with secrets, or with credential proxy
+// bindings, trust) and opens its own, verified TLS connection upstream;
+// over HTTP it rewrites the request on the way. Responses come back scrubbed of every
 // value the box's proxy could deliver (scrub.go), protocol upgrades to
 // such destinations are refused (an upgraded connection cannot be
 // scrubbed), and nothing the proxy logs or answers carries a value. A path
 // prefix holds on the path as forwarded, escaped (reqpath.go). Credential
-// Vault bindings (binding.go) ride on the same relay.
+// proxy bindings (binding.go) ride on the same relay.
 
 // Secret is one credential the proxy delivers.
 type Secret struct {
@@ -140,7 +140,7 @@ func (b *Box) relaysHTTP(name string, port int) bool {
 // intercept terminates the box's TLS to ch.name and carries its HTTP/1
 // requests to a verified TLS connection of the proxy's own.
 func (b *Box) intercept(c net.Conn, s sniffed, ch choice) {
-	cert, err := b.m.cfg.CA.leaf(ch.name)
+	cert, err := b.m.cfg.CA.Leaf(ch.name)
 	if err != nil {
 		b.log.Error("egress: certificate", "name", ch.name, "err", err)
 		return
@@ -211,7 +211,7 @@ func upgradeRequested(req *http.Request) bool {
 }
 
 // relayHTTP reads requests from the box (br over box), delivers secrets
-// and applies Credential Vault bindings in those whose Host is name (the
+// and applies credential proxy bindings in those whose Host is name (the
 // name the connection was allowed and, for TLS, verified for; scheme and
 // port are the connection's), writes them to up and copies each response
 // back, scrubbed of credentials (scrub.go). Where a credential of the box

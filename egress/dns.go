@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 )
 
 // The box's name server. It answers A queries for names the box's policy
@@ -53,7 +55,7 @@ func (b *Box) answer(ctx context.Context, query []byte) []byte {
 		resp.RCode = dnsmessage.RCodeRefused
 		return build(resp, &q, nil)
 	}
-	name, ok := normalizeName(q.Name.String())
+	name, ok := syntax.HostName(q.Name.String())
 	if !ok {
 		name = strings.TrimSuffix(q.Name.String(), ".")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -44,7 +45,7 @@ type Config struct {
 	SniffTimeout time.Duration
 	// CA signs the certificates the proxy presents when it terminates TLS
 	// for protected delivery (nil: no interception).
-	CA *CA
+	CA *trust.CA
 	// RootCAs verifies upstream servers of intercepted connections
 	// (default: the host's roots).
 	RootCAs *x509.CertPool
@@ -62,7 +63,7 @@ type Manager struct {
 	boxes map[string]*Box
 	gates map[*Gate]bool
 
-	// bindings are the boxes' Credential Vault bindings by box id
+	// bindings are the boxes' credential proxy bindings by box id
 	// ([]Binding; see SetBindings).
 	bindings sync.Map
 }
@@ -111,7 +112,7 @@ func (m *Manager) Box(id string) *Box {
 
 // CA returns the CA the proxy terminates TLS with for protected delivery
 // (nil when the Manager has none: secrets then reach only plain HTTP).
-func (m *Manager) CA() *CA { return m.cfg.CA }
+func (m *Manager) CA() *trust.CA { return m.cfg.CA }
 
 // CredentialProxyCA returns the CA certificate (PEM) a box created with
 // credentialProxy must trust; CAPABILITY_NOT_SUPPORTED when the Manager

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -87,7 +88,7 @@ func parseTarget(s string) (target, error) {
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
 		kind, host = kindWildcard, rest
 	}
-	name, ok := normalizeName(host)
+	name, ok := syntax.HostName(host)
 	if !ok {
 		return target{}, fmt.Errorf("target %q is not a domain, wildcard domain (*.example.com), IP address or CIDR", s)
 	}
@@ -109,34 +110,6 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
 	return p
-}
-
-// normalizeName returns a DNS name in lower case without its trailing dot,
-// and whether it is a valid host name: labels of letters, digits, '-' and
-// '_', 1 to 63 bytes each, 253 bytes in all, not all digits at the end
-// (which would be an address).
-func normalizeName(s string) (string, bool) {
-	s = strings.TrimSuffix(strings.ToLower(s), ".")
-	if s == "" || len(s) > 253 {
-		return "", false
-	}
-	labels := strings.Split(s, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return "", false
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", false
-			}
-		}
-	}
-	last := labels[len(labels)-1]
-	if strings.Trim(last, "0123456789") == "" {
-		return "", false
-	}
-	return s, true
 }
 
 // matchName reports whether the target's domain part matches name (a
@@ -321,7 +294,7 @@ func (v Verdict) String() string {
 // absent: "" or the zero Addr): the first rule whose target matches name
 // (domain rules) or ip (IP and CIDR rules), on its port, wins.
 func (p *Policy) Decide(name string, ip netip.Addr, port int) Verdict {
-	name, _ = normalizeName(name)
+	name, _ = syntax.HostName(name)
 	ip = ip.Unmap()
 	for _, r := range p.rules {
 		if !r.t.matchPort(port) {
@@ -338,7 +311,7 @@ func (p *Policy) Decide(name string, ip netip.Addr, port int) Verdict {
 // of name could be allowed. The first domain rule for name decides, except
 // that a deny rule for one port only does not hide the name.
 func (p *Policy) Resolvable(name string) Verdict {
-	name, ok := normalizeName(name)
+	name, ok := syntax.HostName(name)
 	if !ok {
 		return Verdict{}
 	}
@@ -355,3 +328,32 @@ func (p *Policy) Resolvable(name string) Verdict {
 
 // DefaultAllow reports the policy's default action.
 func (p *Policy) DefaultAllow() bool { return p.defaultAllow }
+
+// ExplicitlyAllowed returns, for the policy np, whether a binding host
+// (exact, or "*.domain") is explicitly allowed: the first domain rule that
+// covers it (for a wildcard host: a wildcard rule of its domain or a
+// parent) is an allow rule. The default action and IP rules do not count:
+// a credential goes only where an operator named the destination.
+func ExplicitlyAllowed(np sandbox.NetworkPolicy) (func(host string) bool, error) {
+	p, err := Compile(np)
+	if err != nil {
+		return nil, err
+	}
+	return func(host string) bool {
+		dom, wild := strings.CutPrefix(host, "*.")
+		for _, r := range p.rules {
+			var covers bool
+			switch {
+			case r.t.kind == kindPrefix:
+			case wild:
+				covers = r.t.kind == kindWildcard && (dom == r.t.domain || strings.HasSuffix(dom, "."+r.t.domain))
+			default:
+				covers = r.t.matchName(dom)
+			}
+			if covers {
+				return r.allow
+			}
+		}
+		return false
+	}, nil
+}

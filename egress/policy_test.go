@@ -183,3 +183,37 @@ func FuzzParseTarget(f *testing.F) {
 		_ = p.Resolvable(tg.domain)
 	})
 }
+
+func TestExplicitlyAllowed(t *testing.T) {
+	np := sandbox.NetworkPolicy{Mode: sandbox.NetworkLimited, DefaultAction: "allow", Rules: []sandbox.NetworkRule{
+		{Action: "deny", Target: "bad.example.com"},
+		{Action: "allow", Target: "*.example.com"},
+		{Action: "allow", Target: "api.test:443"},
+		{Action: "allow", Target: "10.0.0.0/8"},
+		{Action: "deny", Target: "*.blocked.org"},
+		{Action: "allow", Target: "*.org"},
+	}}
+	covered, err := ExplicitlyAllowed(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"api.example.com":    true,
+		"bad.example.com":    false, // denied before the wildcard
+		"example.com":        false, // a wildcard is not its apex
+		"*.example.com":      true,
+		"*.sub.example.com":  true,
+		"api.test":           true, // a rule of one port still names it
+		"other.test":         false,
+		"*.test":             false,
+		"x.blocked.org":      false,
+		"*.blocked.org":      false,
+		"*.fine.org":         true,
+		"unlisted.anywhere":  false, // the default action does not count
+		"*.unlisted.example": false,
+	} {
+		if got := covered(host); got != want {
+			t.Errorf("%s: %v, want %v", host, got, want)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 )
 
 // handle serves one connection a box opened: the read-only egress API on
@@ -93,7 +95,7 @@ func (b *Box) sniff(c net.Conn) sniffed {
 					break
 				}
 				if perr == nil {
-					s.name, _ = normalizeName(sni)
+					s.name, _ = syntax.HostName(sni)
 				}
 				return s
 			case protoHTTP:

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -144,7 +145,7 @@ func TestProxyTLSDelivery(t *testing.T) {
 	upAddr := netip.MustParseAddrPort(up.Listener.Addr().String())
 	roots := x509.NewCertPool()
 	roots.AddCert(up.Certificate())
-	ca, _, err := NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,19 +145,3 @@ func pathMatches(pattern, p string) bool {
 	rest, ok := spelledPrefix(p, pattern)
 	return ok && rest == ""
 }
-
-// plainPath reports whether p, a path as configured (a secret's prefix, a
-// binding's pattern), is absolute and has no dot segments ("." or "..").
-// A configured path with one could only match requests that
-// unambiguousPath refuses.
-func plainPath(p string) bool {
-	if !strings.HasPrefix(p, "/") {
-		return false
-	}
-	for seg := range strings.SplitSeq(p[1:], "/") {
-		if seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return true
-}

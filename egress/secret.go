@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 )
 
 // Limits of a Secret's fields (see Validate).
@@ -16,13 +18,6 @@ const (
 	maxSecretFormat = 1024
 	maxPathPrefix   = 1024
 )
-
-// framingHeaders carry no credential and frame the request itself: a
-// secret may not replace them.
-var framingHeaders = map[string]bool{
-	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true, "Upgrade": true,
-	"Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true, "Expect": true,
-}
 
 // String shows the secret without its value or placeholder (for %v and
 // %+v), so that printing one by mistake leaks nothing.
@@ -63,44 +58,34 @@ func (s Secret) Canonical() Secret {
 // are the caller's. Messages name the field and never carry the value.
 func (s Secret) Validate() error {
 	host, wild := strings.CutPrefix(s.Host, "*.")
-	if _, ok := normalizeName(host); !ok || strings.Contains(host, "*") {
+	if _, ok := syntax.HostName(host); !ok || strings.Contains(host, "*") {
 		return fmt.Errorf("host %q is not a domain name or a wildcard domain (*.example.com)", s.Host)
 	}
 	if wild && !strings.Contains(host, ".") {
 		return fmt.Errorf("host %q: a wildcard needs a domain of two labels or more", s.Host)
 	}
-	if s.PathPrefix != "" && (!plainPath(s.PathPrefix) || len(s.PathPrefix) > maxPathPrefix || hasControl(s.PathPrefix) ||
+	if s.PathPrefix != "" && (!syntax.PlainPath(s.PathPrefix) || len(s.PathPrefix) > maxPathPrefix || syntax.HasControl(s.PathPrefix) ||
 		strings.ContainsAny(s.PathPrefix, "?#")) {
 		return fmt.Errorf("path_prefix %q must be an absolute path without dot segments (at most %d bytes, no query)", s.PathPrefix, maxPathPrefix)
 	}
 	if s.Header != "" && !httpguts.ValidHeaderFieldName(s.Header) {
 		return fmt.Errorf("header %q is not a valid header name", s.Header)
 	}
-	if framingHeaders[http.CanonicalHeaderKey(s.Header)] {
+	if syntax.FramingHeader(http.CanonicalHeaderKey(s.Header)) {
 		return fmt.Errorf("header %s frames the request and cannot carry a secret", http.CanonicalHeaderKey(s.Header))
 	}
-	if s.Format != "" && (!strings.Contains(s.Format, "{value}") || len(s.Format) > maxSecretFormat || hasControl(s.Format)) {
+	if s.Format != "" && (!strings.Contains(s.Format, "{value}") || len(s.Format) > maxSecretFormat || syntax.HasControl(s.Format)) {
 		return fmt.Errorf("format must hold {value} (at most %d bytes, no control characters)", maxSecretFormat)
 	}
 	if s.Value != "" {
 		if len(s.Value) > MaxSecretValue {
 			return fmt.Errorf("value exceeds %d bytes", MaxSecretValue)
 		}
-		if hasControl(s.Value) || !httpguts.ValidHeaderFieldValue(s.Value) {
+		if syntax.HasControl(s.Value) || !httpguts.ValidHeaderFieldValue(s.Value) {
 			return errors.New("value must be header text: no control characters but tab")
 		}
 	}
 	return nil
-}
-
-// hasControl reports whether s holds a control character other than tab.
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // Holds reports whether h presents the secret's placeholder the way its

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 )
 
 // What the proxy reads of a connection before deciding it: the first
@@ -128,7 +130,7 @@ func helloSNI(m []byte) (string, error) {
 			}
 			if nt == 0 {
 				s := string(name)
-				if _, ok := normalizeName(s); !ok {
+				if _, ok := syntax.HostName(s); !ok {
 					return "", errMalformed
 				}
 				return s, nil
@@ -229,6 +231,6 @@ func hostName(host string) (name string, ip netip.Addr, ok bool) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return "", a.Unmap().WithZone(""), true
 	}
-	name, ok = normalizeName(host)
+	name, ok = syntax.HostName(host)
 	return name, netip.Addr{}, ok
 }

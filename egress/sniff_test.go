@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 )
 
 // recordConn captures what a client writes; reads end at once.
@@ -111,7 +113,7 @@ func FuzzClientHelloSNI(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		name, err := clientHelloSNI(b)
 		if err == nil && name != "" {
-			if _, ok := normalizeName(name); !ok {
+			if _, ok := syntax.HostName(name); !ok {
 				t.Fatalf("accepted server name %q is not a host name", name)
 			}
 		}

@@ -6,14 +6,15 @@ import (
 	"fmt"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/credproxy"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
 
 // Credential Vaults. A sandbox created with CredentialProxy (OpenSandbox's
 // credentialProxy.enabled) has network limited, trusts the server's egress
-// CA (a bundle written into the box, and the variables of egress.TrustEnv
-// in its environment) and may get a Credential Vault through its egress
+// CA (a bundle written into the box, and the variables of trust.Env in
+// its environment: package egress/trust) and may get a Credential Vault through its egress
 // API (package api). The vault is kept in the store as one document
 // sealed with the server's master key ring, bound to the sandbox's id
 // (store.SandboxVault): values are never stored, logged or answered in the
@@ -66,11 +67,11 @@ func (s *Service) vaultSandbox(ctx context.Context, id string, write bool) (*sto
 		return nil, sandbox.NetworkPolicy{}, err
 	}
 	if !spec.CredentialProxy {
-		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(egress.CodeCredentialProxyDisabled,
+		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(credproxy.CodeNotEnabled,
 			"sandbox %s was not created with credentialProxy.enabled: create it with credentialProxy {\"enabled\": true} and a networkPolicy to use a Credential Vault", id)
 	}
 	if s.cfg.Egress == nil || s.cfg.Egress.CA() == nil || s.cfg.Vault == nil {
-		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(egress.CodeCredentialProxyUnavailable, "this server runs no egress proxy that can terminate TLS")
+		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(credproxy.CodeUnavailable, "this server runs no egress proxy that can terminate TLS")
 	}
 	if !write {
 		return rec, spec.Network, nil
@@ -79,7 +80,7 @@ func (s *Service) vaultSandbox(ctx context.Context, id string, write bool) (*sto
 		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s", id, rec.State)
 	}
 	if s.cfg.Egress.Box(id) == nil {
-		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(egress.CodeCredentialProxyUnavailable,
+		return nil, sandbox.NetworkPolicy{}, sandbox.Errorf(credproxy.CodeUnavailable,
 			"sandbox %s (backend %s) is not behind this server's egress proxy now", id, rec.Backend)
 	}
 	return rec, spec.Network, nil
@@ -87,10 +88,10 @@ func (s *Service) vaultSandbox(ctx context.Context, id string, write bool) (*sto
 
 // loadVault reads and opens sandbox id's vault: CREDENTIAL_VAULT_NOT_FOUND
 // when it has none.
-func (s *Service) loadVault(ctx context.Context, id string) (*egress.Vault, *store.SandboxVault, error) {
+func (s *Service) loadVault(ctx context.Context, id string) (*credproxy.Set, *store.SandboxVault, error) {
 	sv, err := s.cfg.Store.GetSandboxVault(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, sandbox.Errorf(egress.CodeVaultNotFound, "sandbox %s has no Credential Vault (create it with POST /credential-vault)", id)
+		return nil, nil, sandbox.Errorf(credproxy.CodeNotFound, "sandbox %s has no Credential Vault (create it with POST /credential-vault)", id)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read credential vault of %s: %w", id, err)
@@ -99,12 +100,12 @@ func (s *Service) loadVault(ctx context.Context, id string) (*egress.Vault, *sto
 	return v, sv, err
 }
 
-func (s *Service) openVault(sv *store.SandboxVault) (*egress.Vault, error) {
+func (s *Service) openVault(sv *store.SandboxVault) (*credproxy.Set, error) {
 	doc, err := s.cfg.Vault.Open(sv.Sealed, vaultAAD(sv.SandboxID))
 	if err != nil {
 		return nil, fmt.Errorf("open credential vault of %s: %w", sv.SandboxID, err)
 	}
-	v, err := egress.ParseVaultDocument(doc)
+	v, err := credproxy.ParseDocument(doc)
 	clear(doc)
 	if err != nil {
 		return nil, fmt.Errorf("credential vault of %s: %w", sv.SandboxID, err)
@@ -113,7 +114,7 @@ func (s *Service) openVault(sv *store.SandboxVault) (*egress.Vault, error) {
 }
 
 // storeVault seals v and stores it over revision prev (0: a create).
-func (s *Service) storeVault(ctx context.Context, id string, v *egress.Vault, prev int64) error {
+func (s *Service) storeVault(ctx context.Context, id string, v *credproxy.Set, prev int64) error {
 	doc, err := v.Document()
 	if err != nil {
 		return err
@@ -126,11 +127,11 @@ func (s *Service) storeVault(ctx context.Context, id string, v *egress.Vault, pr
 	err = s.cfg.Store.PutSandboxVault(ctx, &store.SandboxVault{SandboxID: id, Revision: v.Revision, Sealed: sealed}, prev)
 	switch {
 	case errors.Is(err, store.ErrConflict) && prev == 0:
-		return sandbox.Errorf(egress.CodeVaultExists, "sandbox %s has a Credential Vault already (change it with PATCH, or DELETE it first)", id)
+		return sandbox.Errorf(credproxy.CodeExists, "sandbox %s has a Credential Vault already (change it with PATCH, or DELETE it first)", id)
 	case errors.Is(err, store.ErrConflict):
-		return sandbox.Errorf(egress.CodeVaultRevision, "the Credential Vault of sandbox %s changed meanwhile (revision %d is gone)", id, prev)
+		return sandbox.Errorf(credproxy.CodeRevisionMismatch, "the Credential Vault of sandbox %s changed meanwhile (revision %d is gone)", id, prev)
 	case errors.Is(err, store.ErrNotFound):
-		return sandbox.Errorf(egress.CodeVaultNotFound, "the Credential Vault of sandbox %s was deleted meanwhile", id)
+		return sandbox.Errorf(credproxy.CodeNotFound, "the Credential Vault of sandbox %s was deleted meanwhile", id)
 	case err != nil:
 		return fmt.Errorf("store credential vault of %s: %w", id, err)
 	}
@@ -139,7 +140,7 @@ func (s *Service) storeVault(ctx context.Context, id string, v *egress.Vault, pr
 
 // CredentialVault returns sandbox id's Credential Vault, for sanitized
 // reads (the caller never answers its values).
-func (s *Service) CredentialVault(ctx context.Context, id string) (*egress.Vault, error) {
+func (s *Service) CredentialVault(ctx context.Context, id string) (*credproxy.Set, error) {
 	if _, _, err := s.vaultSandbox(ctx, id, false); err != nil {
 		return nil, err
 	}
@@ -149,8 +150,8 @@ func (s *Service) CredentialVault(ctx context.Context, id string) (*egress.Vault
 
 // CreateCredentialVault creates revision 1 of sandbox id's vault from req
 // and activates it in the egress proxy. CREDENTIAL_VAULT_EXISTS when the
-// sandbox has one; validation errors as egress.NewVault says.
-func (s *Service) CreateCredentialVault(ctx context.Context, id string, req egress.VaultCreateRequest) (*egress.Vault, error) {
+// sandbox has one; validation errors as credproxy.New says.
+func (s *Service) CreateCredentialVault(ctx context.Context, id string, req credproxy.CreateRequest) (*credproxy.Set, error) {
 	unlock := s.lock(id)
 	defer unlock()
 	_, np, err := s.vaultSandbox(ctx, id, true)
@@ -158,13 +159,13 @@ func (s *Service) CreateCredentialVault(ctx context.Context, id string, req egre
 		return nil, err
 	}
 	if _, err := s.cfg.Store.GetSandboxVault(ctx, id); err == nil {
-		return nil, sandbox.Errorf(egress.CodeVaultExists, "sandbox %s has a Credential Vault already (change it with PATCH, or DELETE it first)", id)
+		return nil, sandbox.Errorf(credproxy.CodeExists, "sandbox %s has a Credential Vault already (change it with PATCH, or DELETE it first)", id)
 	}
 	covered, err := egress.ExplicitlyAllowed(np)
 	if err != nil {
 		return nil, err
 	}
-	v, err := egress.NewVault(req, covered)
+	v, err := credproxy.New(req, covered)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +178,8 @@ func (s *Service) CreateCredentialVault(ctx context.Context, id string, req egre
 }
 
 // PatchCredentialVault applies m to sandbox id's vault atomically (all or
-// nothing, see egress.Vault.Apply) and activates the new revision.
-func (s *Service) PatchCredentialVault(ctx context.Context, id string, m egress.VaultMutation) (*egress.Vault, error) {
+// nothing, see credproxy.Set.Apply) and activates the new revision.
+func (s *Service) PatchCredentialVault(ctx context.Context, id string, m credproxy.Mutation) (*credproxy.Set, error) {
 	unlock := s.lock(id)
 	defer unlock()
 	_, np, err := s.vaultSandbox(ctx, id, true)
@@ -215,7 +216,7 @@ func (s *Service) DeleteCredentialVault(ctx context.Context, id string) error {
 	}
 	err := s.cfg.Store.DeleteSandboxVault(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return sandbox.Errorf(egress.CodeVaultNotFound, "sandbox %s has no Credential Vault", id)
+		return sandbox.Errorf(credproxy.CodeNotFound, "sandbox %s has no Credential Vault", id)
 	}
 	if err != nil {
 		return fmt.Errorf("delete credential vault of %s: %w", id, err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/credproxy"
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/provider/process"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -47,7 +49,7 @@ func newVaultService(t *testing.T, st store.Store, ring *vault.Ring) (*Service, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _, err := egress.NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func TestPlanCredentialProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !spec.CredentialProxy || spec.Env["SSL_CERT_FILE"] != "/mine.pem" || spec.Env["CURL_CA_BUNDLE"] != egress.TrustBundle || spec.Env["NODE_EXTRA_CA_CERTS"] != egress.TrustCA {
+	if !spec.CredentialProxy || spec.Env["SSL_CERT_FILE"] != "/mine.pem" || spec.Env["CURL_CA_BUNDLE"] != trust.BundlePath || spec.Env["NODE_EXTRA_CA_CERTS"] != trust.CAPath {
 		t.Fatalf("spec %+v", spec)
 	}
 	if _, _, _, err := svc.plan(t.Context(), CreateRequest{CredentialProxy: true}); sandbox.CodeOf(err) != sandbox.CodeInvalidRequest {
@@ -85,7 +87,7 @@ func TestPlanCredentialProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _, _ := egress.NewCA()
+	ca, _, _ := trust.NewCA()
 	m := egress.NewManager(egress.Config{CA: ca})
 	t.Cleanup(m.Close)
 	other, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": limitedProcess{Provider: p, elsewhere: true}}, DefaultBackend: "process", Egress: m, Vault: ring})
@@ -123,9 +125,9 @@ func TestRestoreCredentialVaults(t *testing.T) {
 		if err := st.CreateSandbox(ctx, &store.Sandbox{ID: id, Backend: "process", State: sandbox.StateRunning, Spec: spec, CreatedAt: now, UpdatedAt: now}); err != nil {
 			t.Fatal(err)
 		}
-		v, err := egress.NewVault(egress.VaultCreateRequest{
-			Credentials: []egress.Credential{{Name: "tok", Source: egress.CredentialSource{Value: "real-value"}}},
-			Bindings:    []egress.CredentialBinding{{Name: "api", Match: egress.CredentialMatch{Hosts: []string{"api.test"}}, Auth: egress.CredentialAuth{Type: egress.AuthBearer, Credential: "tok"}}},
+		v, err := credproxy.New(credproxy.CreateRequest{
+			Credentials: []credproxy.Credential{{Name: "tok", Source: credproxy.CredentialSource{Value: "real-value"}}},
+			Bindings:    []credproxy.CredentialBinding{{Name: "api", Match: credproxy.CredentialMatch{Hosts: []string{"api.test"}}, Auth: credproxy.CredentialAuth{Type: credproxy.AuthBearer, Credential: "tok"}}},
 		}, func(string) bool { return true })
 		if err != nil {
 			t.Fatal(err)

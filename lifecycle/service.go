@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/vault"
@@ -328,7 +329,7 @@ func (s *Service) plan(ctx context.Context, req CreateRequest) (string, sandbox.
 			return "", spec, prof, err
 		}
 		spec.CredentialProxy = true
-		for k, v := range egress.TrustEnv() {
+		for k, v := range trust.Env() {
 			if _, set := spec.Env[k]; !set {
 				spec.Env[k] = v
 			}

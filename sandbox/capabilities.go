@@ -82,7 +82,7 @@ type Capabilities struct {
 	// credentials needs (Spec.CredentialProxy, a Session's protected
 	// secrets). Such a backend installs the proxy's CA in a box created
 	// with CredentialProxy before the box runs its entrypoint
-	// (egress.InstallTrust's files). A backend whose limited mode is
+	// (package egress/trust's files). A backend whose limited mode is
 	// another's (a remote server's) leaves it false.
 	EgressProxy bool `json:"egressProxy,omitempty"`
 }

@@ -5,15 +5,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/bench"
 	"github.com/astrabox/astrabox/provider/docker"
-	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/provider/process"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -233,12 +233,12 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 	for _, name := range names {
 		switch strings.TrimSpace(name) {
 		case "native":
-			p, err := native.New(native.Config{DataDir: filepath.Join(scratch, "native"), Binary: exe,
-				CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Logger: slog.New(slog.DiscardHandler)})
+			p, err := backends.Config{Native: backends.NativeConfig{CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid())}}.
+				Open("native", backends.Env{DataDir: scratch, Binary: exe})
 			if err != nil {
 				return nil, closeAll, err
 			}
-			closers = append(closers, func() { _ = p.Close() })
+			closers = append(closers, func() { closeBackend(p) })
 			targets = append(targets, bench.Target{Name: "native", Provider: p, Image: "host", Resources: res, DataDir: filepath.Join(scratch, "native")})
 		case "docker":
 			if dockerImage == "" {
@@ -247,12 +247,12 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 			// The docker backend refuses a disk limit it cannot hold on
 			// the writable layer: the transfer scenarios' room comes from
 			// its default sizes of /tmp and /workspace instead.
-			p, err := docker.New(docker.Config{DataDir: filepath.Join(scratch, "docker"), Binary: exe, FromEnv: true,
-				Defaults: sandbox.Resources{DiskBytes: res.DiskBytes}, Logger: slog.New(slog.DiscardHandler)})
+			p, err := backends.Config{}.Open("docker", backends.Env{DataDir: scratch, Binary: exe,
+				DockerOverride: func(c *docker.Config) { c.Defaults = sandbox.Resources{DiskBytes: res.DiskBytes} }})
 			if err != nil {
 				return nil, closeAll, err
 			}
-			closers = append(closers, func() { _ = p.Close() })
+			closers = append(closers, func() { closeBackend(p) })
 			dres := res
 			dres.DiskBytes = 0
 			targets = append(targets, bench.Target{Name: "docker", Provider: p, Image: dockerImage, Resources: dres})
@@ -269,6 +269,13 @@ func benchTargets(ctx context.Context, names []string, exe, scratch, dockerImage
 		}
 	}
 	return targets, closeAll, nil
+}
+
+// closeBackend closes a backend the bench opened, when it has a Close.
+func closeBackend(p sandbox.Provider) {
+	if c, ok := p.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // runBenchExecd is `astrabox bench execd`: execd's own costs, in a box of

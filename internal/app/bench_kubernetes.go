@@ -3,10 +3,9 @@ package app
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/bench"
-	"github.com/astrabox/astrabox/provider/kubernetes"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -60,14 +59,14 @@ func kubeBenchTargets(f kubeBenchFlags, res sandbox.Resources) ([]bench.Target, 
 		if direct {
 			name, owner = "kubernetes-direct", "astrabox-bench-direct"
 		}
-		p, err := kubernetes.New(kubernetes.Config{Kubeconfig: *f.kubeconfig, Namespace: *f.namespace, ExecdImage: *f.execdImage,
-			SeccompProfile: *f.seccomp, RequestPercent: 2, Owner: owner, Direct: direct, EgressFiltered: *f.direct,
-			Logger: slog.New(slog.DiscardHandler)})
+		section := backends.KubernetesConfig{Kubeconfig: *f.kubeconfig, Namespace: *f.namespace, ExecdImage: *f.execdImage,
+			SeccompProfile: *f.seccomp, RequestPercent: 2, Owner: owner, Direct: direct, EgressFiltered: *f.direct}
+		p, err := backends.Config{Kubernetes: section}.Open("kubernetes", backends.Env{})
 		if err != nil {
 			closeAll()
 			return nil, func() {}, err
 		}
-		closers = append(closers, func() { _ = p.Close() })
+		closers = append(closers, func() { closeBackend(p) })
 		targets = append(targets, bench.Target{Name: name, Provider: p, Image: *f.image, Resources: res, Network: network})
 	}
 	return targets, closeAll, nil

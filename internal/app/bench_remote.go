@@ -5,12 +5,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/bench"
-	"github.com/astrabox/astrabox/provider/opensandbox"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -58,12 +57,13 @@ func runBenchRemote(ctx context.Context, args []string, stdio IO, env Env) error
 		return fmt.Errorf("bench remote: the remote used directly: %w", err)
 	}
 
-	p, err := opensandbox.New(opensandbox.Config{Name: benchRemoteVia, URL: *url, APIKey: key, Backend: *backend,
-		Owner: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Logger: slog.New(slog.DiscardHandler)})
+	remotes := map[string]backends.OpenSandboxConfig{benchRemoteVia: {URL: *url, APIKey: key, Backend: *backend,
+		Owner: fmt.Sprintf("astrabox-bench-%d", os.Getpid())}}
+	p, err := backends.Config{Remotes: remotes}.Open(benchRemoteVia, backends.Env{DataDir: scratch})
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer closeBackend(p)
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	h := p.Health(hctx)
 	cancel()

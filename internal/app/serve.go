@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,19 +21,15 @@ import (
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/image"
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
-	"github.com/astrabox/astrabox/provider/docker"
-	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/postgres"
 	"github.com/astrabox/astrabox/store/sqlite"
 	"github.com/astrabox/astrabox/vault"
 )
-
-// installedBackends are the backends this build knows.
-var installedBackends = []string{"native", "docker", "kubernetes"}
 
 // serveConfig is the optional --config file (JSON); flags override it.
 type serveConfig struct {
@@ -81,39 +77,12 @@ type replicasConfig struct {
 	SessionLease int `json:"sessionLease"`
 }
 
-// nativeConfig is the "native" section of the config file.
-type nativeConfig struct {
-	// Network is the IPv4 range, /16 or larger, that boxes with network
-	// unrestricted are addressed from (default native.DefaultNetwork). It
-	// must not overlap a network the host uses.
-	Network string `json:"network"`
-	// CgroupParent is the cgroup, relative to the cgroup root, that boxes
-	// are created under (default "astrabox-" and a hash of the data dir,
-	// so that servers with different data dirs keep apart).
-	CgroupParent string `json:"cgroupParent"`
-}
-
-// dockerConfig is the "docker" section of the config file.
-type dockerConfig struct {
-	// Host is the engine ("unix:///var/run/docker.sock", "tcp://..."; by
-	// default DOCKER_HOST or the local socket).
-	Host string `json:"host"`
-	// Runtime is the OCI runtime of boxes (runc, runsc, kata-runtime, ...).
-	Runtime string `json:"runtime"`
-	// Runtimes are further runtimes profiles may choose ("runtime").
-	Runtimes []string `json:"runtimes"`
-	// ReadonlyRootfs keeps the image read-only, so the disk limit holds.
-	ReadonlyRootfs bool `json:"readonlyRootfs"`
-	// NoPull refuses images the engine does not hold.
-	NoPull bool `json:"noPull"`
-	// AllowRegistries are registries on private, loopback or link-local
-	// addresses that pulls may reach ("registry.internal:5000").
-	AllowRegistries []string `json:"allowRegistries"`
-	// Owner labels everything the backend creates. Replicas sharing an
-	// engine set the same owner, so that they serve one backend instance
-	// (default: derived from the data dir, a server of its own).
-	Owner string `json:"owner"`
-}
+// nativeConfig and dockerConfig are the "native" and "docker" sections of
+// the config file.
+type (
+	nativeConfig = backends.NativeConfig
+	dockerConfig = backends.DockerConfig
+)
 
 // decodeConfig reads a config file strictly: an unknown key (a typo, a
 // setting of another version) is an error naming it, as is trailing data
@@ -165,17 +134,14 @@ func (c *serveConfig) validate() error {
 	if err := c.Egress.validate(); err != nil {
 		return err
 	}
-	if err := c.Kubernetes.validate(); err != nil {
+	if err := c.Kubernetes.Validate("kubernetes"); err != nil {
 		return err
 	}
-	if n := c.Native.Network; n != "" {
-		p, err := netip.ParsePrefix(n)
-		if err != nil || !p.Addr().Is4() || p.Bits() > 16 {
-			return fmt.Errorf("native.network %q: want an IPv4 range in CIDR notation, /16 or larger", n)
-		}
+	if err := c.Native.Validate("native"); err != nil {
+		return err
 	}
-	if g := c.Native.CgroupParent; g != "" && !filepath.IsLocal(strings.TrimPrefix(g, "/")) {
-		return fmt.Errorf("native.cgroupParent %q: want a cgroup path within the cgroup root", g)
+	if err := c.Docker.Validate("docker"); err != nil {
+		return err
 	}
 	return nil
 }
@@ -190,159 +156,236 @@ func defaultDataDir(env Env) string {
 	return filepath.Join(env("HOME"), ".local", "share", "astrabox")
 }
 
+// serveFlags are serve's flags, merged with the config file by
+// loadServeConfig; set names those given on the command line, which win
+// over the file.
+type serveFlags struct {
+	configPath, listen, dataDir, database, backends, defaultBackend string
+	apiKey, publicHost, endpointDomain, logLevel                    string
+	insecure                                                        bool
+	maxSandboxes                                                    int
+	set                                                             map[string]bool
+}
+
+// runServe is `astrabox serve`: it parses the flags, loads the config
+// file under them, opens the state and the backends, makes the server and
+// serves until ctx is done. Whatever it opened is released on return, in
+// reverse order; boxes keep running.
 func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
+	f, err := parseServeFlags(args, stdio.Stderr, env)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stdio.Stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadServeConfig(&f, env)
+	if err != nil {
+		return err
+	}
+	var done cleanups
+	defer done.run()
+	state, err := openServeState(ctx, f, cfg, log, &done)
+	if err != nil {
+		return err
+	}
+	enabled, order, err := openBackends(f, cfg, state, log, &done)
+	if err != nil {
+		return err
+	}
+	if f.defaultBackend == "" {
+		f.defaultBackend = order[0]
+	}
+	scfg, plainKey, err := serverConfig(ctx, f, cfg, env, stdio, state, enabled, log, &done)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, f, cfg, scfg, plainKey, order, stdio, log)
+}
+
+// parseServeFlags parses serve's command line.
+func parseServeFlags(args []string, stderr io.Writer, env Env) (serveFlags, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
-	configPath := fs.String("config", "", "JSON config file (flags override it)")
-	listen := fs.String("listen", "127.0.0.1:8080", "address to serve the API on")
-	dataDir := fs.String("data-dir", defaultDataDir(env), "state directory")
-	database := fs.String("database", "", "SQLite file (default DATA_DIR/astrabox.db) or postgres://... DSN")
-	backends := fs.String("backends", "native", "enabled backends, comma-separated")
-	defaultBackend := fs.String("default-backend", "", "backend of requests that name none (default: the first enabled)")
-	apiKey := fs.String("api-key", "", "API key (default $ASTRABOX_API_KEY, else generated on first start)")
-	insecure := fs.Bool("insecure", false, "serve without authentication")
-	maxSandboxes := fs.Int("max-sandboxes", 0, "active sandbox quota (0: none)")
-	publicHost := fs.String("public-host", "", "host:port clients reach this server at, for endpoints (default: the request's Host)")
-	endpointDomain := fs.String("endpoint-domain", "", "serve each sandbox port on its own origin, {port}-{id}.DOMAIN[:port] (wildcard DNS to this server); see docs/deployment.md")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.SetOutput(stderr)
+	var f serveFlags
+	fs.StringVar(&f.configPath, "config", "", "JSON config file (flags override it)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve the API on")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(env), "state directory")
+	fs.StringVar(&f.database, "database", "", "SQLite file (default DATA_DIR/astrabox.db) or postgres://... DSN")
+	fs.StringVar(&f.backends, "backends", "native", "enabled backends, comma-separated")
+	fs.StringVar(&f.defaultBackend, "default-backend", "", "backend of requests that name none (default: the first enabled)")
+	fs.StringVar(&f.apiKey, "api-key", "", "API key (default $ASTRABOX_API_KEY, else generated on first start)")
+	fs.BoolVar(&f.insecure, "insecure", false, "serve without authentication")
+	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "active sandbox quota (0: none)")
+	fs.StringVar(&f.publicHost, "public-host", "", "host:port clients reach this server at, for endpoints (default: the request's Host)")
+	fs.StringVar(&f.endpointDomain, "endpoint-domain", "", "serve each sandbox port on its own origin, {port}-{id}.DOMAIN[:port] (wildcard DNS to this server); see docs/deployment.md")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return f, err
 	}
-	log, err := newLogger(stdio.Stderr, *logLevel)
-	if err != nil {
-		return err
-	}
-	var fileCfg serveConfig
-	if *configPath != "" {
-		b, err := os.ReadFile(*configPath)
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	return f, nil
+}
+
+// loadServeConfig reads the config file f names, if any, strictly, with
+// its remotes' keys resolved from env, and merges it into f: a value of
+// the file replaces a flag's default, a flag given on the command line
+// wins. It checks the endpoint domain against the public host.
+func loadServeConfig(f *serveFlags, env Env) (serveConfig, error) {
+	var cfg serveConfig
+	if f.configPath != "" {
+		b, err := os.ReadFile(f.configPath)
 		if err != nil {
-			return fmt.Errorf("read config: %w", err)
+			return cfg, fmt.Errorf("read config: %w", err)
 		}
-		if err := decodeConfig(b, &fileCfg); err != nil {
-			return fmt.Errorf("config %s: %w", *configPath, err)
+		if err := decodeConfig(b, &cfg); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", f.configPath, err)
 		}
-		if err := fileCfg.OpenSandbox.resolveKeys(env); err != nil {
-			return fmt.Errorf("config %s: %w", *configPath, err)
+		if err := cfg.OpenSandbox.resolveKeys(env); err != nil {
+			return cfg, fmt.Errorf("config %s: %w", f.configPath, err)
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	pick := func(name, flagVal, fileVal string) string {
-		if !set[name] && fileVal != "" {
-			return fileVal
+	pick := func(name string, flagVal *string, fileVal string) {
+		if !f.set[name] && fileVal != "" {
+			*flagVal = fileVal
 		}
-		return flagVal
 	}
-	*listen = pick("listen", *listen, fileCfg.Listen)
-	*dataDir = pick("data-dir", *dataDir, fileCfg.DataDir)
-	*database = pick("database", *database, fileCfg.Database)
-	*backends = pick("backends", *backends, strings.Join(fileCfg.Backends, ","))
-	*defaultBackend = pick("default-backend", *defaultBackend, fileCfg.DefaultBackend)
-	*publicHost = pick("public-host", *publicHost, fileCfg.PublicHost)
-	*endpointDomain = pick("endpoint-domain", *endpointDomain, fileCfg.EndpointDomain)
-	if err := checkEndpointDomain(*endpointDomain, *publicHost); err != nil {
-		return err
+	pick("listen", &f.listen, cfg.Listen)
+	pick("data-dir", &f.dataDir, cfg.DataDir)
+	pick("database", &f.database, cfg.Database)
+	pick("backends", &f.backends, strings.Join(cfg.Backends, ","))
+	pick("default-backend", &f.defaultBackend, cfg.DefaultBackend)
+	pick("public-host", &f.publicHost, cfg.PublicHost)
+	pick("endpoint-domain", &f.endpointDomain, cfg.EndpointDomain)
+	if err := checkEndpointDomain(f.endpointDomain, f.publicHost); err != nil {
+		return cfg, err
 	}
-	if !set["max-sandboxes"] && fileCfg.MaxSandboxes > 0 {
-		*maxSandboxes = fileCfg.MaxSandboxes
+	if !f.set["max-sandboxes"] && cfg.MaxSandboxes > 0 {
+		f.maxSandboxes = cfg.MaxSandboxes
 	}
+	return cfg, nil
+}
 
-	if err := os.MkdirAll(*dataDir, 0o711); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	// Held while serving: uninstall refuses a data dir a server runs on.
-	unlockDataDir, err := lockDataDir(*dataDir, false)
-	if err != nil {
-		return err
-	}
-	defer unlockDataDir()
-	st, err := openStore(ctx, *database, *dataDir)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// cleanups are release functions, run last first.
+type cleanups []func()
 
-	images, err := image.Open(filepath.Join(*dataDir, "images"), log.With("component", "images"))
-	if err != nil {
-		return fmt.Errorf("open image store: %w", err)
+func (c *cleanups) add(fn func()) { *c = append(*c, fn) }
+
+func (c cleanups) run() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
 	}
-	eg, err := newEgress(fileCfg.Egress, *dataDir, log)
-	if err != nil {
-		return err
+}
+
+// serveState is what a server keeps under its data dir (which it holds
+// locked: uninstall refuses a data dir a server runs on): the store, the
+// images and the egress proxy with its CA.
+type serveState struct {
+	store  store.Store
+	images *image.Store
+	egress *egress.Manager
+}
+
+// openServeState opens the server's state; done gets what releases it.
+func openServeState(ctx context.Context, f serveFlags, cfg serveConfig, log *slog.Logger, done *cleanups) (serveState, error) {
+	var s serveState
+	if err := os.MkdirAll(f.dataDir, 0o711); err != nil {
+		return s, fmt.Errorf("data dir: %w", err)
 	}
-	defer eg.Close()
+	unlockDataDir, err := lockDataDir(f.dataDir, false)
+	if err != nil {
+		return s, err
+	}
+	done.add(unlockDataDir)
+	if s.store, err = openStore(ctx, f.database, f.dataDir); err != nil {
+		return s, err
+	}
+	done.add(func() { s.store.Close() })
+	if s.images, err = image.Open(filepath.Join(f.dataDir, "images"), log.With("component", "images")); err != nil {
+		return s, fmt.Errorf("open image store: %w", err)
+	}
+	if s.egress, err = newEgress(cfg.Egress, f.dataDir, log); err != nil {
+		return s, err
+	}
+	done.add(func() { s.egress.Close() })
+	return s, nil
+}
+
+// openBackends opens the enabled backends, in the order named; done gets
+// what releases them on a clean stop. It refuses an empty list.
+func openBackends(f serveFlags, cfg serveConfig, state serveState, log *slog.Logger, done *cleanups) (map[string]sandbox.Provider, []string, error) {
 	enabled := map[string]sandbox.Provider{}
 	var order []string
-	for _, name := range strings.Split(*backends, ",") {
+	for _, name := range strings.Split(f.backends, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
 			continue
 		}
-		p, err := newBackend(name, *dataDir, images, fileCfg, eg, log)
+		p, err := newBackend(name, f.dataDir, state.images, cfg, state.egress, log)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		enabled[name] = p
 		order = append(order, name)
-		switch bp := p.(type) {
-		case *native.Provider, *docker.Provider:
-			// A clean stop releases what no box needs; boxes keep running.
-			c := bp.(io.Closer)
-			defer func() {
-				if err := c.Close(); err != nil {
-					log.Warn("release backend", "backend", name, "err", err)
-				}
-			}()
-		}
+		// A clean stop releases what no box needs; boxes keep running.
+		done.add(func() {
+			if err := backends.Release(p); err != nil {
+				log.Warn("release backend", "backend", name, "err", err)
+			}
+		})
 	}
 	if len(order) == 0 {
-		return errors.New("no backend enabled (--backends)")
+		return nil, nil, errors.New("no backend enabled (--backends)")
 	}
-	if *defaultBackend == "" {
-		*defaultBackend = order[0]
-	}
-	ring, err := vault.LoadOrCreate(filepath.Join(*dataDir, "master.key"))
+	return enabled, order, nil
+}
+
+// serverConfig is the server's configuration from the flags, the file,
+// the state and the backends: the master key, the limits, the notifier of
+// a PostgreSQL store (done gets its close) and the API key. It also
+// returns the plain API key when it is known (given, not generated).
+func serverConfig(ctx context.Context, f serveFlags, cfg serveConfig, env Env, stdio IO, state serveState,
+	enabled map[string]sandbox.Provider, log *slog.Logger, done *cleanups) (server.Config, string, error) {
+	ring, err := vault.LoadOrCreate(filepath.Join(f.dataDir, "master.key"))
 	if err != nil {
-		return err
+		return server.Config{}, "", err
 	}
-	limits, err := fileCfg.Limits.serverLimits(*dataDir)
+	limits, err := cfg.Limits.serverLimits(f.dataDir)
 	if err != nil {
-		return err
+		return server.Config{}, "", err
 	}
-	httpLimits, err := fileCfg.HTTP.limits()
+	httpLimits, err := cfg.HTTP.limits()
 	if err != nil {
-		return err
+		return server.Config{}, "", err
 	}
-	sessionLimits, err := fileCfg.SessionLimits.limits()
+	sessionLimits, err := cfg.SessionLimits.limits()
 	if err != nil {
-		return err
+		return server.Config{}, "", err
 	}
-	scfg := server.Config{Store: st, Backends: enabled, Installed: fileCfg.installed(), DefaultBackend: *defaultBackend,
-		Profiles: fileCfg.Profiles, MaxSandboxes: *maxSandboxes, Limits: limits, HTTP: httpLimits,
-		MetricsRequireKey: fileCfg.HTTP.MetricsRequireKey, Insecure: *insecure, PublicHost: *publicHost, EndpointDomain: *endpointDomain,
-		Vault: ring, Egress: eg, Logger: log, ReconcileInterval: time.Duration(fileCfg.Replicas.ReconcileInterval) * time.Second,
-		LeaseTTL: time.Duration(fileCfg.Replicas.SessionLease) * time.Second, SessionLimits: sessionLimits}
-	if pg, ok := st.(*postgres.Store); ok {
+	scfg := server.Config{Store: state.store, Backends: enabled, Installed: cfg.installed(), DefaultBackend: f.defaultBackend,
+		Profiles: cfg.Profiles, MaxSandboxes: f.maxSandboxes, Limits: limits, HTTP: httpLimits,
+		MetricsRequireKey: cfg.HTTP.MetricsRequireKey, Insecure: f.insecure, PublicHost: f.publicHost, EndpointDomain: f.endpointDomain,
+		Vault: ring, Egress: state.egress, Logger: log, ReconcileInterval: time.Duration(cfg.Replicas.ReconcileInterval) * time.Second,
+		LeaseTTL: time.Duration(cfg.Replicas.SessionLease) * time.Second, SessionLimits: sessionLimits}
+	if pg, ok := state.store.(*postgres.Store); ok {
 		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
 		if err != nil {
-			return fmt.Errorf("listen for notifications: %w", err)
+			return server.Config{}, "", fmt.Errorf("listen for notifications: %w", err)
 		}
-		defer n.Close()
+		done.add(func() { n.Close() })
 		scfg.Notifier = n
 	}
-	if *insecure {
+	if f.insecure {
 		log.Warn("serving WITHOUT authentication (--insecure): anyone who reaches the listen address controls every sandbox")
 	}
 	var plainKey string // for serveShipyard's credentials file, when known
-	if !*insecure {
-		key := *apiKey
-		if key == "" {
-			key = env("ASTRABOX_API_KEY")
-		}
-		plainKey = key
-		hash, where, err := apiKeyHash(key, *dataDir)
+	if !f.insecure {
+		plainKey = cmp.Or(f.apiKey, env("ASTRABOX_API_KEY"))
+		hash, where, err := apiKeyHash(plainKey, f.dataDir)
 		if err != nil {
-			return err
+			return server.Config{}, "", err
 		}
 		scfg.APIKeyHash = hash
 		if where != "" {
@@ -352,13 +395,21 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 	// Replicas share the master key file, and so the key that signs
 	// endpoint tokens: a token from one is valid at every other.
 	scfg.SigningKey = ring.Derive("proxy-signing")
-	l, err := net.Listen("tcp", *listen)
+	return scfg, plainKey, nil
+}
+
+// serve listens, makes the server of scfg and serves until ctx is done or
+// serving fails; then it drains: unready first, the Sessions this replica
+// holds handed to the others at once, then the requests in flight let
+// finish (for up to 10 seconds).
+func serve(ctx context.Context, f serveFlags, cfg serveConfig, scfg server.Config, plainKey string, order []string, stdio IO, log *slog.Logger) error {
+	l, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	scfg.Holder = "http://" + l.Addr().String()
-	if *publicHost != "" {
-		scfg.Holder = "http://" + *publicHost
+	if f.publicHost != "" {
+		scfg.Holder = "http://" + f.publicHost
 	}
 	srv, err := server.New(scfg)
 	if err != nil {
@@ -372,20 +423,18 @@ func runServe(ctx context.Context, args []string, stdio IO, env Env) error {
 		log.Warn("start", "err", err)
 	}
 	defer srv.Close()
-	stopShipyard, err := serveShipyard(fileCfg.Shipyard, srv.Handler, l.Addr().String(), plainKey, *dataDir, log)
+	stopShipyard, err := serveShipyard(cfg.Shipyard, srv.Handler, l.Addr().String(), plainKey, f.dataDir, log)
 	if err != nil {
 		log.Warn("shipyard", "err", err)
 	}
 	defer stopShipyard()
-	fmt.Fprintf(stdio.Stderr, "AstraBox serving on http://%s (backends: %s; data: %s)\n", l.Addr(), strings.Join(order, ","), *dataDir)
-	log.Info("serving", "addr", l.Addr().String(), "backends", strings.Join(order, ","), "default_backend", *defaultBackend)
+	fmt.Fprintf(stdio.Stderr, "AstraBox serving on http://%s (backends: %s; data: %s)\n", l.Addr(), strings.Join(order, ","), f.dataDir)
+	log.Info("serving", "addr", l.Addr().String(), "backends", strings.Join(order, ","), "default_backend", f.defaultBackend)
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	}
-	// Unready first, then hand the Sessions this replica holds to the
-	// others at once, then let the requests in flight finish.
 	srv.Handler.SetDraining()
 	srv.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -413,38 +462,12 @@ func openStore(ctx context.Context, database, dataDir string) (store.Store, erro
 	return s, nil
 }
 
-// newBackend makes the named backend with its state under dataDir and its
-// section of cfg (validated already).
+// newBackend opens the named backend of cfg (validated already) with its
+// state under dataDir; images and eg, when not nil, serve the native
+// backend's images and snapshots and the boxes of network limited.
 func newBackend(name, dataDir string, images *image.Store, cfg serveConfig, eg *egress.Manager, log *slog.Logger) (sandbox.Provider, error) {
-	switch name {
-	case "native":
-		if os.Geteuid() != 0 {
-			return nil, errors.New("the native backend needs root (it creates namespaces and cgroups): run as root")
-		}
-		nc := cfg.Native
-		p, err := native.New(native.Config{DataDir: filepath.Join(dataDir, "native"), Network: nc.Network, CgroupParent: nc.CgroupParent,
-			Images: images.Resolve, Logger: log.With("backend", "native"),
-			VolumesDir: cfg.Volumes.Dir, HostPathRoots: cfg.Volumes.HostPathRoots, Snapshots: nativeSnapshots(images), Egress: eg})
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	case "docker":
-		dc := cfg.Docker
-		p, err := docker.New(docker.Config{DataDir: filepath.Join(dataDir, "docker"), FromEnv: true, Host: dc.Host,
-			Runtime: dc.Runtime, Runtimes: dc.Runtimes, ReadonlyRootfs: dc.ReadonlyRootfs, NoPull: dc.NoPull, Owner: dc.Owner, AllowRegistries: dc.AllowRegistries,
-			HostPathRoots: cfg.Volumes.HostPathRoots, Egress: eg, Logger: log.With("backend", "docker")})
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	case "kubernetes":
-		return newKubernetesBackend(cfg.Kubernetes, log)
-	}
-	if oc, ok := cfg.OpenSandbox[name]; ok {
-		return newOpenSandboxBackend(name, dataDir, oc, log)
-	}
-	return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(cfg.installed(), ", "))
+	return cfg.backendsConfig().Open(name, backends.Env{DataDir: dataDir, Images: images, VolumesDir: cfg.Volumes.Dir,
+		HostPathRoots: cfg.Volumes.HostPathRoots, Egress: eg, Logger: log})
 }
 
 // apiKeyHash returns the hash of key; with no key it loads the stored hash

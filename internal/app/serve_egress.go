@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 )
 
 // egressConfig is the "egress" section of the config file: the egress
@@ -44,7 +45,7 @@ func newEgress(c egressConfig, dataDir string, log *slog.Logger) (*egress.Manage
 	if err != nil {
 		return nil, err
 	}
-	ca, err := egress.LoadOrCreateCA(filepath.Join(dataDir, "egress"))
+	ca, err := trust.LoadOrCreateCA(filepath.Join(dataDir, "egress"))
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/fakenet"
@@ -170,7 +171,7 @@ func runEgress(ctx context.Context, cfg EgressConfig, rep *EgressReport) (err er
 			err = errors.Join(err, fmt.Errorf("bench: upstream: %w", cerr))
 		}
 	}()
-	ca, _, err := egress.NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -223,7 +224,7 @@ type egressBox struct {
 // (in rounds, the boxes taking turns), row by row. It deletes its boxes
 // and closes the backend (an error doing so is returned too) before it
 // returns.
-func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet.Server, upstream *egressUpstream, m *egress.Manager, ca *egress.CA, rep *EgressReport, progress func(string, ...any)) (err error) {
+func egressOn(ctx context.Context, cfg EgressConfig, backend string, up *fakenet.Server, upstream *egressUpstream, m *egress.Manager, ca *trust.CA, rep *EgressReport, progress func(string, ...any)) (err error) {
 	p, image, res, err := egressProvider(cfg, backend, m)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
@@ -154,8 +155,9 @@ func benchProvider(backend, binary, dir string, images func(string) (string, err
 		}
 		return p, nil
 	case "native":
-		p, err := native.New(native.Config{DataDir: filepath.Join(dir, "native"), Binary: binary,
-			CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Images: images, Logger: log})
+		section := backends.NativeConfig{CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid())}
+		p, err := backends.Config{Native: section}.Open("native", backends.Env{DataDir: dir, Binary: binary, Logger: log,
+			NativeOverride: func(c *native.Config) { c.Images = images }})
 		if err != nil {
 			return nil, fmt.Errorf("bench: native backend: %w", err)
 		}

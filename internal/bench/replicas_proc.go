@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/boxbin"
-	"github.com/astrabox/astrabox/provider/native"
 )
 
 // replicaProc is one `astrabox serve` replica of the replicas bench: the
@@ -157,15 +157,15 @@ func (p *replicaProc) stop() {
 // the binary's mount and the cgroup parent.
 func (p *replicaProc) cleanup() {
 	p.stop()
-	if prov, err := native.New(native.Config{DataDir: filepath.Join(p.dir, "native"), Binary: p.bin, CgroupParent: p.cgroup,
-		Logger: discardLogger()}); err == nil {
+	section := backends.NativeConfig{CgroupParent: p.cgroup}
+	if prov, err := (backends.Config{Native: section}).Open("native", backends.Env{DataDir: p.dir, Binary: p.bin}); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		boxes, _ := prov.List(ctx)
 		for _, b := range boxes {
 			_ = prov.Delete(ctx, b.ID)
 		}
 		cancel()
-		_ = prov.Close()
+		_ = backends.Release(prov)
 	}
 	_ = boxbin.Release(filepath.Join(p.dir, "native", "bin"))
 	for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "freezer", ""} {

@@ -18,6 +18,7 @@ import (
 	"github.com/astrabox/astrabox/client"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/egress/egresstest"
+	"github.com/astrabox/astrabox/egress/trust"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/server/servertest"
 	"github.com/astrabox/astrabox/internal/testenv"
@@ -90,7 +91,7 @@ func credentialVault(t *testing.T, backend string) {
 	res := egresstest.NewResolver()
 	res.Set("vault.test", up.Addr)
 	res.Set("other.test", up.Addr)
-	ca, _, err := egress.NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func credentialVault(t *testing.T, backend string) {
 	timeout := int64(600)
 	// The entrypoint notes whether the trust bundle was there when it
 	// started.
-	entrypoint := []string{"sh", "-c", "if [ -s " + egress.TrustBundle + " ]; then echo yes; else echo no; fi >/tmp/trust-at-start; exec sleep infinity"}
+	entrypoint := []string{"sh", "-c", "if [ -s " + trust.BundlePath + " ]; then echo yes; else echo no; fi >/tmp/trust-at-start; exec sleep infinity"}
 	req := wire.CreateSandboxRequest{Timeout: &timeout, Entrypoint: entrypoint,
 		NetworkPolicy:   &wire.NetworkPolicy{DefaultAction: "allow", Egress: []wire.NetworkRule{{Action: "allow", Target: "vault.test"}}},
 		CredentialProxy: &wire.CredentialProxyConfig{Enabled: true}}
@@ -190,10 +191,10 @@ func credentialVault(t *testing.T, backend string) {
 	}
 	// The box trusts the egress CA by default (its bundle and variables).
 	env := run(`printf '%s|%s|%s' "$SSL_CERT_FILE" "$CURL_CA_BUNDLE" "$NODE_EXTRA_CA_CERTS"`)
-	if env != egress.TrustBundle+"|"+egress.TrustBundle+"|"+egress.TrustCA {
+	if env != trust.BundlePath+"|"+trust.BundlePath+"|"+trust.CAPath {
 		t.Fatalf("the box's trust variables: %q", env)
 	}
-	if bundle := run("cat " + egress.TrustBundle); !strings.Contains(bundle, strings.Join(strings.Fields(string(ca.CertPEM())), " ")) {
+	if bundle := run("cat " + trust.BundlePath); !strings.Contains(bundle, strings.Join(strings.Fields(string(ca.CertPEM())), " ")) {
 		t.Fatal("the box's trust bundle lacks the egress CA")
 	}
 	fetch := func(args string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/astrabox/astrabox/client"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/egress/egresstest"
+	"github.com/astrabox/astrabox/egress/trust"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
@@ -102,7 +103,7 @@ func protectedDelivery(t *testing.T, backend string) {
 	res := egresstest.NewResolver()
 	res.Set("api.vault.test", up.Addr)
 	res.Set("other.vault.test", up.Addr)
-	ca, _, err := egress.NewCA()
+	ca, _, err := trust.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}

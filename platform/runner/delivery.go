@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
@@ -23,8 +24,8 @@ import (
 // puts a value into a request only where the box sent its placeholder to
 // the secret's destination, terminating TLS there with the server's
 // egress CA. The box trusts that CA through a bundle written into it (its
-// own roots and the CA) that the usual variables name (egress.InstallTrust
-// and egress.TrustEnv, which sandboxes created with credentialProxy share).
+// own roots and the CA) that the usual variables name (trust.Install
+// and trust.Env, which sandboxes created with credentialProxy share).
 //
 // Which network the box gets (deliveryPolicy):
 //   - a profile of network unrestricted: limited with defaultAction allow.
@@ -111,7 +112,7 @@ func (d *delivery) placeholders() map[string]string {
 // trust variables.
 func (d *delivery) env() map[string]string {
 	env := d.placeholders()
-	maps.Copy(env, egress.TrustEnv())
+	maps.Copy(env, trust.Env())
 	return env
 }
 
@@ -137,7 +138,7 @@ func (r *runner) startDelivery(ctx context.Context, box *store.Sandbox, ex *exec
 	if eb == nil {
 		return unsupported("sandbox %s (backend %s) is not behind this server's egress proxy", box.ID, box.Backend)
 	}
-	if err := egress.InstallTrust(ctx, ex, r.m.cfg.Egress.CA().CertPEM()); err != nil {
+	if err := trust.Install(ctx, ex, r.m.cfg.Egress.CA().CertPEM()); err != nil {
 		return err
 	}
 	eb.SetSecrets(d.secrets)

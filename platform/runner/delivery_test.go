@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -39,7 +40,7 @@ func TestDeliveryEnv(t *testing.T) {
 	if !strings.HasPrefix(env["GH_TOKEN"], "abx-secret-") || len(env["GH_TOKEN"]) != len("abx-secret-")+48 {
 		t.Fatalf("placeholder %q", env["GH_TOKEN"])
 	}
-	for k, v := range egress.TrustEnv() {
+	for k, v := range trust.Env() {
 		if env[k] != v {
 			t.Errorf("env %s = %q, want %q", k, env[k], v)
 		}

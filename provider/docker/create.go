@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -242,7 +243,7 @@ func (p *Provider) start(ctx context.Context, id string, spec sandbox.Spec) (san
 		if err != nil {
 			return sandbox.Info{}, err
 		}
-		if err := egress.InstallTrust(ctx, p.execdClient(id, st), ca); err != nil {
+		if err := trust.Install(ctx, p.execdClient(id, st), ca); err != nil {
 			return sandbox.Info{}, fmt.Errorf("credentialProxy: install the egress CA: %w", err)
 		}
 	}

@@ -156,8 +156,9 @@ type Config struct {
 	StartTimeout time.Duration
 	// Egress serves the egress proxies of network limited (limited.go);
 	// the mode needs it, a local engine and iptables. The Provider opens
-	// gates on it and never closes the Manager.
-	Egress *egress.Manager
+	// gates on it and closes only those (nil: neither the mode nor
+	// credentialProxy is offered).
+	Egress egress.Gates
 	// Logger receives operational logs.
 	Logger *slog.Logger
 }

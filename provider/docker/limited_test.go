@@ -18,6 +18,7 @@ import (
 
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/egress/egresstest"
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/sandbox"
@@ -59,11 +60,11 @@ except Exception as e:
 
 // newLimitedHarness is a harness whose Provider serves network limited
 // with m: a table resolver, the upstream stand-in's CA trusted.
-func newLimitedHarness(t *testing.T, res egress.Resolver, up *egresstest.Upstream) (*harness, *egress.Manager, *egress.CA) {
+func newLimitedHarness(t *testing.T, res egress.Resolver, up *egresstest.Upstream) (*harness, *egress.Manager, *trust.CA) {
 	testenv.NeedRoot(t)
 	testenv.NeedDocker(t)
 	testenv.NeedCommand(t, "iptables-save")
-	ca, err := egress.LoadOrCreateCA(filepath.Join(t.TempDir(), "egress"))
+	ca, err := trust.LoadOrCreateCA(filepath.Join(t.TempDir(), "egress"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ type initConfig struct {
 	Env        []string `json:"env"`
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	// TrustCA, when set, is the egress proxy's CA (PEM), which init
-	// installs in the box (egress.WriteTrust) before it serves execd or
+	// installs in the box (trust.Write) before it serves execd or
 	// starts the entrypoint: a box created with CredentialProxy.
 	TrustCA []byte `json:"trustCA,omitempty"`
 	// Volumes are the box's volumes in the order their mounts arrive on

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/trust"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,7 +126,7 @@ func supervise(cfg *initConfig, d Daemon, out *initOutput, deadline initDeadline
 	}
 	if len(cfg.TrustCA) > 0 {
 		// Before execd answers, so that the box is Running only with it.
-		if err := egress.WriteTrust(cfg.TrustCA); err != nil {
+		if err := trust.Write(cfg.TrustCA); err != nil {
 			return fmt.Errorf("install the egress CA: %w", err)
 		}
 	}

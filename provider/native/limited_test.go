@@ -13,6 +13,7 @@ import (
 
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/egress/egresstest"
+	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/internal/testenv"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
@@ -21,7 +22,7 @@ import (
 
 // limitedHarness is a harness whose provider runs egress proxies with a
 // table resolver and trusts the upstream stand-in's CA.
-func newLimitedHarness(t *testing.T, res egress.Resolver, roots *egresstest.Upstream) (*harness, *egress.Manager, *egress.CA) {
+func newLimitedHarness(t *testing.T, res egress.Resolver, roots *egresstest.Upstream) (*harness, *egress.Manager, *trust.CA) {
 	testenv.NeedRoot(t)
 	testenv.NeedCommand(t, "iptables")
 	testenv.NeedCommand(t, "curl")
@@ -30,7 +31,7 @@ func newLimitedHarness(t *testing.T, res egress.Resolver, roots *egresstest.Upst
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ca, err := egress.LoadOrCreateCA(filepath.Join(dir, "egress"))
+	ca, err := trust.LoadOrCreateCA(filepath.Join(dir, "egress"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,9 @@ type Config struct {
 	// the box sees them), so they must hold nothing a box may not own.
 	HostPathRoots []string
 	// Egress runs the egress proxies of boxes of network mode limited
-	// (nil: the mode is not offered).
-	Egress *egress.Manager
+	// (nil: the mode is not offered, nor credentialProxy). The Provider
+	// opens gates on it and closes only those.
+	Egress egress.Gates
 	// Snapshots keeps snapshots as images (see snapshots.go); nil offers
 	// none.
 	Snapshots *SnapshotStore

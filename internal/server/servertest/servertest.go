@@ -25,6 +25,7 @@ import (
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/image"
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/internal/testenv"
@@ -137,32 +138,29 @@ func New(t testing.TB, o Options) *Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := native.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Logger: logger(t, o.LogTo), Egress: o.Egress}
+		var images func(string) (string, error)
 		if o.Rootfs != "" {
-			cfg.Images, image = nativeImage(t, o.Rootfs)
+			images, image = nativeImage(t, o.Rootfs)
 		}
-		p, err := native.New(cfg)
+		bin, lg := testenv.AstraboxBinary(t), logger(t, o.LogTo)
+		// Opened as serve opens it, with the state in dir itself and the
+		// test images.
+		rebuild = func(m *egress.Manager) (sandbox.Provider, error) {
+			return backends.Config{}.Open("native", backends.Env{DataDir: dir, Binary: bin, Egress: m, Logger: lg,
+				NativeOverride: func(c *native.Config) { c.DataDir, c.Images = dir, images }})
+		}
+		p, err := rebuild(o.Egress)
 		if err != nil {
 			t.Fatal(err)
 		}
 		prov = p
-		rebuild = func(m *egress.Manager) (sandbox.Provider, error) {
-			c := cfg
-			c.Egress = m
-			return native.New(c)
-		}
 		t.Cleanup(func() {
-			_ = p.Close()
+			_ = backends.Release(p)
 			_ = os.RemoveAll(dir)
 		})
 	case "docker":
-		p, img, cfg := dockerProvider(t, o.Egress)
-		prov, image = p, img
-		rebuild = func(m *egress.Manager) (sandbox.Provider, error) {
-			c := cfg
-			c.Egress = m
-			return docker.New(c)
-		}
+		p, img, open := dockerProvider(t, o.Egress)
+		prov, image, rebuild = p, img, open
 		if o.Rootfs != "" {
 			image = dockerImport(t, p, o.Rootfs)
 		}
@@ -372,8 +370,9 @@ func DockerImage(t testing.TB) string {
 // unique owner, and the test image (the rootfs tarball named by
 // ASTRABOX_TEST_ROOTFS, imported under a tag derived from the file so that
 // later runs reuse it); eg, when not nil, serves its boxes of network
-// limited. It returns the provider's config too.
-func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string, docker.Config) {
+// limited. It returns what opens the backend anew on the same data dir
+// too.
+func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string, func(*egress.Manager) (sandbox.Provider, error)) {
 	testenv.NeedRoot(t)
 	testenv.NeedDocker(t)
 	rootfs := os.Getenv("ASTRABOX_TEST_ROOTFS")
@@ -384,19 +383,26 @@ func dockerProvider(t testing.TB, eg *egress.Manager) (*docker.Provider, string,
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	cfg := docker.Config{DataDir: dir, Binary: testenv.AstraboxBinary(t), Owner: "astrabox-test-" + hex.EncodeToString(b[:]),
-		Egress: eg, Logger: logger(t)}
-	p, err := docker.New(cfg)
+	section := backends.DockerConfig{Owner: "astrabox-test-" + hex.EncodeToString(b[:])}
+	bin, lg := testenv.AstraboxBinary(t), logger(t)
+	// Opened as serve opens it, with the state in dir itself and the
+	// engine the local one whatever the environment says.
+	open := func(m *egress.Manager) (sandbox.Provider, error) {
+		return backends.Config{Docker: section}.Open("docker", backends.Env{DataDir: dir, Binary: bin, Egress: m, Logger: lg,
+			DockerOverride: func(c *docker.Config) { c.DataDir, c.FromEnv = dir, false }})
+	}
+	prov, err := open(eg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := prov.(*docker.Provider)
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("close docker provider: %v", err)
 		}
 		_ = os.RemoveAll(dir)
 	})
-	return p, dockerImport(t, p, rootfs), cfg
+	return p, dockerImport(t, p, rootfs), open
 }
 
 // fileTag names a file's current content cheaply: a hash of its path,

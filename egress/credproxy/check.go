@@ -1,4 +1,4 @@
-package egress
+package credproxy
 
 import (
 	"net/http"
@@ -8,22 +8,24 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/egress/internal/syntax"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// Validation and normalization of Credential Vault requests. Messages
+// Validation and normalization of the credential proxy's requests. Messages
 // name fields and names, never a value.
 
-// Limits of a vault.
+// Limits of a Set.
 const (
-	maxVaultCredentials = 100
-	maxVaultBindings    = 100
-	maxVaultValues      = 1 << 20 // the values of all credentials together
-	maxVaultName        = 128
-	maxMatchItems       = 64 // per list of a match
-	maxCustomHeaders    = 16
-	maxMethodLen        = 32
-	maxPathPattern      = 1024
+	maxCredentials   = 100
+	maxBindings      = 100
+	maxValues        = 1 << 20 // the values of all credentials together
+	maxName          = 128
+	maxMatchItems    = 64 // per list of a match
+	maxCustomHeaders = 16
+	maxMethodLen     = 32
+	maxPathPattern   = 1024
 )
 
 // Defaults of a match's lists (egress-api.yaml's CredentialMatch).
@@ -49,50 +51,50 @@ func invalid(format string, args ...any) error {
 // UTF-8 without control characters, '/' (names are path segments of the
 // API) or surrounding spaces.
 func checkName(kind, name string) error {
-	if name == "" || len(name) > maxVaultName || !utf8.ValidString(name) || strings.TrimSpace(name) != name ||
+	if name == "" || len(name) > maxName || !utf8.ValidString(name) || strings.TrimSpace(name) != name ||
 		strings.ContainsRune(name, '/') || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return invalid("%s name %q must be 1 to %d bytes without control characters, '/' or surrounding spaces", kind, name, maxVaultName)
+		return invalid("%s name %q must be 1 to %d bytes without control characters, '/' or surrounding spaces", kind, name, maxName)
 	}
 	return nil
 }
 
 // normalizeCredential checks c and returns it as stored, set at revision.
-func normalizeCredential(c Credential, revision int64) (VaultCredential, error) {
+func normalizeCredential(c Credential, revision int64) (StoredCredential, error) {
 	if err := checkName("credential", c.Name); err != nil {
-		return VaultCredential{}, err
+		return StoredCredential{}, err
 	}
 	switch c.Source.Type {
 	case "", "inline":
 	default:
-		return VaultCredential{}, invalid("credential %q: source type %q is not supported (want inline)", c.Name, c.Source.Type)
+		return StoredCredential{}, invalid("credential %q: source type %q is not supported (want inline)", c.Name, c.Source.Type)
 	}
 	v := c.Source.Value
 	switch {
 	case v == "":
-		return VaultCredential{}, invalid("credential %q: source.value must not be empty", c.Name)
-	case len(v) > MaxSecretValue:
-		return VaultCredential{}, invalid("credential %q: source.value exceeds %d bytes", c.Name, MaxSecretValue)
-	case hasControl(v) || !httpguts.ValidHeaderFieldValue(v):
-		return VaultCredential{}, invalid("credential %q: source.value must be header text (no control characters but tab)", c.Name)
+		return StoredCredential{}, invalid("credential %q: source.value must not be empty", c.Name)
+	case len(v) > egress.MaxSecretValue:
+		return StoredCredential{}, invalid("credential %q: source.value exceeds %d bytes", c.Name, egress.MaxSecretValue)
+	case syntax.HasControl(v) || !httpguts.ValidHeaderFieldValue(v):
+		return StoredCredential{}, invalid("credential %q: source.value must be header text (no control characters but tab)", c.Name)
 	}
-	return VaultCredential{Name: c.Name, SourceType: "inline", Value: v, Revision: revision}, nil
+	return StoredCredential{Name: c.Name, SourceType: "inline", Value: v, Revision: revision}, nil
 }
 
 // normalizeBinding checks b and returns it as stored (defaults filled,
 // lists in canonical form without repeats), set at revision.
-func normalizeBinding(b CredentialBinding, revision int64) (VaultBinding, error) {
+func normalizeBinding(b CredentialBinding, revision int64) (StoredBinding, error) {
 	if err := checkName("binding", b.Name); err != nil {
-		return VaultBinding{}, err
+		return StoredBinding{}, err
 	}
 	m, err := normalizeMatch(b.Match)
 	if err != nil {
-		return VaultBinding{}, invalid("binding %q: %s", b.Name, sandbox.MessageOf(err))
+		return StoredBinding{}, invalid("binding %q: %s", b.Name, sandbox.MessageOf(err))
 	}
 	a, err := normalizeAuth(b.Auth)
 	if err != nil {
-		return VaultBinding{}, invalid("binding %q: %s", b.Name, sandbox.MessageOf(err))
+		return StoredBinding{}, invalid("binding %q: %s", b.Name, sandbox.MessageOf(err))
 	}
-	return VaultBinding{CredentialBinding: CredentialBinding{Name: b.Name, Match: m, Auth: a}, Revision: revision}, nil
+	return StoredBinding{CredentialBinding: CredentialBinding{Name: b.Name, Match: m, Auth: a}, Revision: revision}, nil
 }
 
 // normalizeMatch fills the defaults and checks every list.
@@ -150,7 +152,7 @@ func normalizeMatch(in CredentialMatch) (CredentialMatch, error) {
 // or more (every subdomain of it); never an address or a port.
 func normalizeBindingHost(h string) (string, error) {
 	rest, wild := strings.CutPrefix(h, "*.")
-	name, ok := normalizeName(rest)
+	name, ok := syntax.HostName(rest)
 	if !ok || strings.Contains(name, "*") {
 		return "", invalid("match.hosts: %q is not a domain name or a wildcard domain (*.example.com)", h)
 	}
@@ -166,10 +168,10 @@ func normalizeBindingHost(h string) (string, error) {
 // checkPathPattern checks a path pattern: an absolute path, "*" only as
 // its last character (a prefix), no query, fragment, control character or
 // dot segment (a request with dot segments never gets a credential, see
-// unambiguousPath).
+// egress.ApplyBindings).
 func checkPathPattern(p string) error {
 	body := strings.TrimSuffix(p, "*")
-	if !strings.HasPrefix(p, "/") || len(p) > maxPathPattern || hasControl(p) || strings.ContainsAny(body, "*?#") || !plainPath(body) {
+	if !strings.HasPrefix(p, "/") || len(p) > maxPathPattern || syntax.HasControl(p) || strings.ContainsAny(body, "*?#") || !syntax.PlainPath(body) {
 		return invalid("match.paths: %q must be an absolute path of at most %d bytes, without query, dot segments or '*' but as its last character", p, maxPathPattern)
 	}
 	return nil
@@ -234,7 +236,7 @@ func bindingHeaderName(name string) (string, error) {
 		return "", invalid("auth header name %q is not a header name", name)
 	}
 	c := http.CanonicalHeaderKey(name)
-	if framingHeaders[c] || reservedBindingHeaders[c] {
+	if syntax.FramingHeader(c) || reservedBindingHeaders[c] {
 		return "", invalid("auth header %s frames or routes the request and cannot carry a credential", c)
 	}
 	return c, nil
@@ -266,23 +268,23 @@ func (a CredentialAuth) refs() []string {
 	return []string{a.Credential}
 }
 
-// check checks the vault as a whole: sizes, that every binding names
-// credentials the vault has and hosts the policy explicitly allows
+// check checks the Set as a whole: sizes, that every binding names
+// credentials the Set has and hosts the policy explicitly allows
 // (covered), and that no two bindings can match one request at the same
-// host precedence (see selectBinding).
-func (v *Vault) check(covered func(host string) bool) error {
-	if len(v.Credentials) > maxVaultCredentials {
-		return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "%d credentials exceed the maximum %d", len(v.Credentials), maxVaultCredentials)
+// host precedence (see egress.ApplyBindings).
+func (v *Set) check(covered func(host string) bool) error {
+	if len(v.Credentials) > maxCredentials {
+		return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "%d credentials exceed the maximum %d", len(v.Credentials), maxCredentials)
 	}
-	if len(v.Bindings) > maxVaultBindings {
-		return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "%d bindings exceed the maximum %d", len(v.Bindings), maxVaultBindings)
+	if len(v.Bindings) > maxBindings {
+		return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "%d bindings exceed the maximum %d", len(v.Bindings), maxBindings)
 	}
 	total := 0
 	for _, c := range v.Credentials {
 		total += len(c.Value)
 	}
-	if total > maxVaultValues {
-		return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "the credentials' values exceed %d bytes together", maxVaultValues)
+	if total > maxValues {
+		return sandbox.Errorf(sandbox.CodeLimitOutOfRange, "the credentials' values exceed %d bytes together", maxValues)
 	}
 	for _, b := range v.Bindings {
 		for _, ref := range b.Auth.refs() {
@@ -354,33 +356,4 @@ func patternsMeet(p, q string) bool {
 		return strings.HasPrefix(p, qp)
 	}
 	return p == q
-}
-
-// ExplicitlyAllowed returns, for the policy np, whether a binding host
-// (exact, or "*.domain") is explicitly allowed: the first domain rule that
-// covers it (for a wildcard host: a wildcard rule of its domain or a
-// parent) is an allow rule. The default action and IP rules do not count:
-// a credential goes only where an operator named the destination.
-func ExplicitlyAllowed(np sandbox.NetworkPolicy) (func(host string) bool, error) {
-	p, err := Compile(np)
-	if err != nil {
-		return nil, err
-	}
-	return func(host string) bool {
-		dom, wild := strings.CutPrefix(host, "*.")
-		for _, r := range p.rules {
-			var covers bool
-			switch {
-			case r.t.kind == kindPrefix:
-			case wild:
-				covers = r.t.kind == kindWildcard && (dom == r.t.domain || strings.HasSuffix(dom, "."+r.t.domain))
-			default:
-				covers = r.t.matchName(dom)
-			}
-			if covers {
-				return r.allow
-			}
-		}
-		return false
-	}, nil
 }

@@ -1,4 +1,15 @@
-package egress
+// Package credproxy is the model of OpenSandbox's credential proxy: the
+// per-sandbox set of credentials and bindings that egress-api.yaml serves
+// under /credential-vault and its sub-routes, as AstraBox keeps and
+// applies it. A Set holds credentials (a name and an inline value,
+// write-only: no answer carries a value) and bindings (which requests a
+// credential goes into: match, and auth saying which headers carry which
+// credentials). Every change makes a new revision, atomically: a mutation
+// applies entirely or not at all. The package is pure and without I/O:
+// package lifecycle keeps a Set sealed in the store and hands the egress
+// proxy its ProxyBindings (egress.Manager.SetBindings); package api serves
+// the routes. Errors carry sandbox codes, and no message carries a value.
+package credproxy
 
 import (
 	"cmp"
@@ -9,54 +20,45 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// Credential Vault: OpenSandbox's sandbox-local vault (egress-api.yaml,
-// /credential-vault and its sub-routes), as AstraBox keeps and applies
-// it. A vault holds credentials (a name and an inline value, write-only:
-// no answer carries a value) and bindings (which requests a credential
-// goes into: match, and auth saying which headers carry which
-// credentials). Every change makes a new revision, atomically: a mutation
-// applies entirely or not at all. This file and credvault_check.go are
-// the model, pure and without I/O: package lifecycle keeps a vault sealed
-// in the store and hands the proxy its ProxyBindings; package api serves
-// the routes.
-
-// Error codes of the Credential Vault, with their HTTP statuses in
-// StatusByCode (the API registers them).
+// Error codes of the credential proxy, with their HTTP statuses in
+// StatusByCode (the API registers them). The wire strings name
+// OpenSandbox's resource, the Credential Vault.
 const (
-	// CodeCredentialProxyDisabled: the sandbox was not created with
+	// CodeNotEnabled: the sandbox was not created with
 	// credentialProxy.enabled.
-	CodeCredentialProxyDisabled sandbox.Code = "CREDENTIAL_PROXY_NOT_ENABLED"
-	// CodeCredentialProxyUnavailable: the sandbox's backend, or this
-	// server, does not carry the sandbox's traffic through an egress proxy
-	// that can terminate TLS.
-	CodeCredentialProxyUnavailable sandbox.Code = "CREDENTIAL_PROXY_UNAVAILABLE"
-	// CodeVaultNotFound: the sandbox has no Credential Vault.
-	CodeVaultNotFound sandbox.Code = "CREDENTIAL_VAULT_NOT_FOUND"
-	// CodeVaultExists: a create for a sandbox that has one.
-	CodeVaultExists sandbox.Code = "CREDENTIAL_VAULT_EXISTS"
-	// CodeVaultRevision: expectedRevision is not the current revision (or
-	// another change came first).
-	CodeVaultRevision sandbox.Code = "CREDENTIAL_VAULT_REVISION_MISMATCH"
+	CodeNotEnabled sandbox.Code = "CREDENTIAL_PROXY_NOT_ENABLED"
+	// CodeUnavailable: the sandbox's backend, or this server, does not
+	// carry the sandbox's traffic through an egress proxy that can
+	// terminate TLS.
+	CodeUnavailable sandbox.Code = "CREDENTIAL_PROXY_UNAVAILABLE"
+	// CodeNotFound: the sandbox has no Set.
+	CodeNotFound sandbox.Code = "CREDENTIAL_VAULT_NOT_FOUND"
+	// CodeExists: a create for a sandbox that has one.
+	CodeExists sandbox.Code = "CREDENTIAL_VAULT_EXISTS"
+	// CodeRevisionMismatch: expectedRevision is not the current revision
+	// (or another change came first).
+	CodeRevisionMismatch sandbox.Code = "CREDENTIAL_VAULT_REVISION_MISMATCH"
 	// CodeCredentialNotFound and CodeBindingNotFound: a GET of one.
 	CodeCredentialNotFound sandbox.Code = "CREDENTIAL_NOT_FOUND"
 	CodeBindingNotFound    sandbox.Code = "CREDENTIAL_BINDING_NOT_FOUND"
 )
 
-// StatusByCode are the HTTP statuses of the Credential Vault's codes. A
-// mutation that adds a name the vault has, or replaces or deletes one it
+// StatusByCode are the HTTP statuses of the credential proxy's codes. A
+// mutation that adds a name the Set has, or replaces or deletes one it
 // lacks, is sandbox.CodeConflict (409): it was written against another
 // revision.
 var StatusByCode = map[sandbox.Code]int{
-	CodeCredentialProxyDisabled:    http.StatusPreconditionFailed,
-	CodeCredentialProxyUnavailable: http.StatusPreconditionFailed,
-	CodeVaultNotFound:              http.StatusNotFound,
-	CodeVaultExists:                http.StatusConflict,
-	CodeVaultRevision:              http.StatusConflict,
-	CodeCredentialNotFound:         http.StatusNotFound,
-	CodeBindingNotFound:            http.StatusNotFound,
+	CodeNotEnabled:         http.StatusPreconditionFailed,
+	CodeUnavailable:        http.StatusPreconditionFailed,
+	CodeNotFound:           http.StatusNotFound,
+	CodeExists:             http.StatusConflict,
+	CodeRevisionMismatch:   http.StatusConflict,
+	CodeCredentialNotFound: http.StatusNotFound,
+	CodeBindingNotFound:    http.StatusNotFound,
 }
 
 // The wire shapes (egress-api.yaml's schemas of the same names).
@@ -78,7 +80,7 @@ type CredentialSource struct {
 func (s CredentialSource) String() string { return "{Type:" + s.Type + " Value:<redacted>}" }
 
 // GoString is String for %#v.
-func (s CredentialSource) GoString() string { return "egress.CredentialSource" + s.String() }
+func (s CredentialSource) GoString() string { return "credproxy.CredentialSource" + s.String() }
 
 // LogValue logs the source as String shows it.
 func (s CredentialSource) LogValue() slog.Value { return slog.StringValue(s.String()) }
@@ -126,15 +128,15 @@ type CustomHeader struct {
 	Credential string `json:"credential"`
 }
 
-// VaultCreateRequest is the body of POST /credential-vault (both lists may
+// CreateRequest is the body of POST /credential-vault (both lists may
 // be empty, or null).
-type VaultCreateRequest struct {
+type CreateRequest struct {
 	Credentials []Credential        `json:"credentials"`
 	Bindings    []CredentialBinding `json:"bindings"`
 }
 
-// VaultMutation is the body of PATCH /credential-vault.
-type VaultMutation struct {
+// Mutation is the body of PATCH /credential-vault.
+type Mutation struct {
 	ExpectedRevision *int64               `json:"expectedRevision,omitempty"`
 	Credentials      *CredentialMutations `json:"credentials,omitempty"`
 	Bindings         *BindingMutations    `json:"bindings,omitempty"`
@@ -155,8 +157,8 @@ type BindingMutations struct {
 	Delete  []string            `json:"delete,omitempty"`
 }
 
-// VaultState is the sanitized vault: OpenSandbox's CredentialVaultState.
-type VaultState struct {
+// State is the sanitized Set: OpenSandbox's CredentialVaultState.
+type State struct {
 	Revision    int64                `json:"revision"`
 	Credentials []CredentialMetadata `json:"credentials"`
 	Bindings    []BindingMetadata    `json:"bindings"`
@@ -175,7 +177,7 @@ type BindingList struct {
 }
 
 // CredentialMetadata is a credential without its value; Revision is the
-// vault revision that last set it.
+// revision of the Set that last set it.
 type CredentialMetadata struct {
 	Name       string `json:"name"`
 	SourceType string `json:"sourceType"`
@@ -197,18 +199,18 @@ type AuthMetadata struct {
 	Name string `json:"name,omitempty"`
 }
 
-// Vault is a sandbox's Credential Vault: the document the server keeps
-// sealed. Credentials and Bindings are ordered by name, each name once,
-// each valid (NewVault and Apply keep them so).
-type Vault struct {
-	Revision    int64             `json:"revision"`
-	Credentials []VaultCredential `json:"credentials"`
-	Bindings    []VaultBinding    `json:"bindings"`
+// Set is a sandbox's credentials and bindings at one revision: the
+// document the server keeps sealed (OpenSandbox's Credential Vault). Credentials and Bindings are ordered by name, each name once,
+// each valid (New and Apply keep them so).
+type Set struct {
+	Revision    int64              `json:"revision"`
+	Credentials []StoredCredential `json:"credentials"`
+	Bindings    []StoredBinding    `json:"bindings"`
 }
 
-// VaultCredential is a stored credential, with its value. Its JSON has
-// no value: only Vault.Document carries values.
-type VaultCredential struct {
+// StoredCredential is a stored credential, with its value. Its JSON has
+// no value: only Set.Document carries values.
+type StoredCredential struct {
 	Name       string `json:"name"`
 	SourceType string `json:"sourceType"`
 	Value      string `json:"-"`
@@ -216,36 +218,36 @@ type VaultCredential struct {
 }
 
 // String shows the credential without its value.
-func (c VaultCredential) String() string {
+func (c StoredCredential) String() string {
 	return fmt.Sprintf("{Name:%s SourceType:%s Revision:%d Value:<redacted>}", c.Name, c.SourceType, c.Revision)
 }
 
 // GoString is String for %#v.
-func (c VaultCredential) GoString() string { return "egress.VaultCredential" + c.String() }
+func (c StoredCredential) GoString() string { return "credproxy.StoredCredential" + c.String() }
 
 // LogValue logs the credential as String shows it.
-func (c VaultCredential) LogValue() slog.Value { return slog.StringValue(c.String()) }
+func (c StoredCredential) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
-// VaultBinding is a stored binding (normalized) and the revision that
+// StoredBinding is a stored binding (normalized) and the revision that
 // last set it.
-type VaultBinding struct {
+type StoredBinding struct {
 	CredentialBinding
 	Revision int64 `json:"revision"`
 }
 
-// String shows the vault without any value.
-func (v *Vault) String() string {
+// String shows the Set without any value.
+func (v *Set) String() string {
 	return fmt.Sprintf("{Revision:%d Credentials:%v Bindings:%d}", v.Revision, v.Credentials, len(v.Bindings))
 }
 
-// LogValue logs the vault as String shows it.
-func (v *Vault) LogValue() slog.Value { return slog.StringValue(v.String()) }
+// LogValue logs the Set as String shows it.
+func (v *Set) LogValue() slog.Value { return slog.StringValue(v.String()) }
 
-// vaultDocument is the JSON of Vault.Document: the vault with values.
-type vaultDocument struct {
+// document is the JSON of Set.Document: the Set with values.
+type document struct {
 	Revision    int64                `json:"revision"`
 	Credentials []documentCredential `json:"credentials"`
-	Bindings    []VaultBinding       `json:"bindings"`
+	Bindings    []StoredBinding      `json:"bindings"`
 }
 
 type documentCredential struct {
@@ -255,10 +257,10 @@ type documentCredential struct {
 	Revision   int64  `json:"revision"`
 }
 
-// Document is the vault as the JSON document the server seals: the only
-// form of a vault that carries its values (ParseVaultDocument reads it).
-func (v *Vault) Document() ([]byte, error) {
-	d := vaultDocument{Revision: v.Revision, Credentials: make([]documentCredential, len(v.Credentials)), Bindings: v.Bindings}
+// Document is the Set as the JSON document the server seals: the only
+// form of a Set that carries its values (ParseDocument reads it).
+func (v *Set) Document() ([]byte, error) {
+	d := document{Revision: v.Revision, Credentials: make([]documentCredential, len(v.Credentials)), Bindings: v.Bindings}
 	for i, c := range v.Credentials {
 		d.Credentials[i] = documentCredential(c)
 	}
@@ -269,20 +271,20 @@ func (v *Vault) Document() ([]byte, error) {
 	return b, nil
 }
 
-// ParseVaultDocument reads what Document made. The document is trusted
+// ParseDocument reads what Document made. The document is trusted
 // (it comes sealed from the server's own store) but still checked for
 // shape: each list ordered by name, each name once.
-func ParseVaultDocument(b []byte) (*Vault, error) {
-	var d vaultDocument
+func ParseDocument(b []byte) (*Set, error) {
+	var d document
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, errors.New("decode credential vault: malformed document")
 	}
-	v := &Vault{Revision: d.Revision, Credentials: make([]VaultCredential, len(d.Credentials)), Bindings: d.Bindings}
+	v := &Set{Revision: d.Revision, Credentials: make([]StoredCredential, len(d.Credentials)), Bindings: d.Bindings}
 	if v.Bindings == nil {
-		v.Bindings = []VaultBinding{}
+		v.Bindings = []StoredBinding{}
 	}
 	for i, c := range d.Credentials {
-		v.Credentials[i] = VaultCredential(c)
+		v.Credentials[i] = StoredCredential(c)
 	}
 	for i := 1; i < len(v.Credentials); i++ {
 		if v.Credentials[i-1].Name >= v.Credentials[i].Name {
@@ -297,12 +299,12 @@ func ParseVaultDocument(b []byte) (*Vault, error) {
 	return v, nil
 }
 
-// NewVault makes revision 1 of a vault from a create request. covered
-// reports whether the sandbox's egress policy explicitly allows a binding
-// host (see ExplicitlyAllowed). Errors carry codes: CodeInvalidRequest for
+// New makes revision 1 of a Set from a create request. covered reports
+// whether the sandbox's egress policy explicitly allows a binding host
+// (see egress.ExplicitlyAllowed). Errors carry codes: CodeInvalidRequest for
 // what the request gets wrong; no message carries a value.
-func NewVault(req VaultCreateRequest, covered func(host string) bool) (*Vault, error) {
-	v := &Vault{Revision: 1, Credentials: []VaultCredential{}, Bindings: []VaultBinding{}}
+func New(req CreateRequest, covered func(host string) bool) (*Set, error) {
+	v := &Set{Revision: 1, Credentials: []StoredCredential{}, Bindings: []StoredBinding{}}
 	for _, c := range req.Credentials {
 		vc, err := normalizeCredential(c, 1)
 		if err != nil {
@@ -311,7 +313,7 @@ func NewVault(req VaultCreateRequest, covered func(host string) bool) (*Vault, e
 		if _, ok := v.credential(vc.Name); ok {
 			return nil, invalid("credential %q is given twice", vc.Name)
 		}
-		v.Credentials = insertSorted(v.Credentials, vc, func(c VaultCredential) string { return c.Name })
+		v.Credentials = insertSorted(v.Credentials, vc, func(c StoredCredential) string { return c.Name })
 	}
 	for _, b := range req.Bindings {
 		vb, err := normalizeBinding(b, 1)
@@ -321,7 +323,7 @@ func NewVault(req VaultCreateRequest, covered func(host string) bool) (*Vault, e
 		if _, ok := v.binding(vb.Name); ok {
 			return nil, invalid("binding %q is given twice", vb.Name)
 		}
-		v.Bindings = insertSorted(v.Bindings, vb, func(b VaultBinding) string { return b.Name })
+		v.Bindings = insertSorted(v.Bindings, vb, func(b StoredBinding) string { return b.Name })
 	}
 	if err := v.check(covered); err != nil {
 		return nil, err
@@ -331,18 +333,18 @@ func NewVault(req VaultCreateRequest, covered func(host string) bool) (*Vault, e
 
 // Apply returns the next revision of v with m applied (v is unchanged).
 // With m.ExpectedRevision not v's revision it fails with
-// CodeVaultRevision; a name added that exists, or replaced or deleted that
-// does not, fails with sandbox.CodeConflict; the rest as NewVault.
-func (v *Vault) Apply(m VaultMutation, covered func(host string) bool) (*Vault, error) {
+// CodeRevisionMismatch; a name added that exists, or replaced or deleted
+// that does not, fails with sandbox.CodeConflict; the rest as New.
+func (v *Set) Apply(m Mutation, covered func(host string) bool) (*Set, error) {
 	if m.ExpectedRevision != nil && *m.ExpectedRevision != v.Revision {
-		return nil, sandbox.Errorf(CodeVaultRevision, "expectedRevision %d is not the current revision %d", *m.ExpectedRevision, v.Revision)
+		return nil, sandbox.Errorf(CodeRevisionMismatch, "expectedRevision %d is not the current revision %d", *m.ExpectedRevision, v.Revision)
 	}
-	next := &Vault{Revision: v.Revision + 1, Credentials: slices.Clone(v.Credentials), Bindings: slices.Clone(v.Bindings)}
+	next := &Set{Revision: v.Revision + 1, Credentials: slices.Clone(v.Credentials), Bindings: slices.Clone(v.Bindings)}
 	if c := m.Credentials; c != nil {
 		var err error
 		next.Credentials, err = mutate(next.Credentials, "credential", c.Delete, c.Replace, c.Add,
-			func(c VaultCredential) string { return c.Name },
-			func(c Credential) (VaultCredential, error) { return normalizeCredential(c, next.Revision) })
+			func(c StoredCredential) string { return c.Name },
+			func(c Credential) (StoredCredential, error) { return normalizeCredential(c, next.Revision) })
 		if err != nil {
 			return nil, err
 		}
@@ -350,8 +352,8 @@ func (v *Vault) Apply(m VaultMutation, covered func(host string) bool) (*Vault, 
 	if b := m.Bindings; b != nil {
 		var err error
 		next.Bindings, err = mutate(next.Bindings, "binding", b.Delete, b.Replace, b.Add,
-			func(b VaultBinding) string { return b.Name },
-			func(b CredentialBinding) (VaultBinding, error) { return normalizeBinding(b, next.Revision) })
+			func(b StoredBinding) string { return b.Name },
+			func(b CredentialBinding) (StoredBinding, error) { return normalizeBinding(b, next.Revision) })
 		if err != nil {
 			return nil, err
 		}
@@ -425,29 +427,29 @@ func insertSorted[T any](items []T, t T, key func(T) string) []T {
 	return slices.Insert(items, i, t)
 }
 
-func (v *Vault) credential(name string) (VaultCredential, bool) {
-	i, ok := slices.BinarySearchFunc(v.Credentials, name, func(c VaultCredential, n string) int { return cmp.Compare(c.Name, n) })
+func (v *Set) credential(name string) (StoredCredential, bool) {
+	i, ok := slices.BinarySearchFunc(v.Credentials, name, func(c StoredCredential, n string) int { return cmp.Compare(c.Name, n) })
 	if !ok {
-		return VaultCredential{}, false
+		return StoredCredential{}, false
 	}
 	return v.Credentials[i], true
 }
 
-func (v *Vault) binding(name string) (VaultBinding, bool) {
-	i, ok := slices.BinarySearchFunc(v.Bindings, name, func(b VaultBinding, n string) int { return cmp.Compare(b.Name, n) })
+func (v *Set) binding(name string) (StoredBinding, bool) {
+	i, ok := slices.BinarySearchFunc(v.Bindings, name, func(b StoredBinding, n string) int { return cmp.Compare(b.Name, n) })
 	if !ok {
-		return VaultBinding{}, false
+		return StoredBinding{}, false
 	}
 	return v.Bindings[i], true
 }
 
-// State is the sanitized vault.
-func (v *Vault) State() VaultState {
-	return VaultState{Revision: v.Revision, Credentials: v.CredentialList().Credentials, Bindings: v.BindingList().Bindings}
+// State is the sanitized Set.
+func (v *Set) State() State {
+	return State{Revision: v.Revision, Credentials: v.CredentialList().Credentials, Bindings: v.BindingList().Bindings}
 }
 
 // CredentialList is every credential without its value.
-func (v *Vault) CredentialList() CredentialList {
+func (v *Set) CredentialList() CredentialList {
 	out := CredentialList{Revision: v.Revision, Credentials: make([]CredentialMetadata, len(v.Credentials))}
 	for i, c := range v.Credentials {
 		out.Credentials[i] = CredentialMetadata{Name: c.Name, SourceType: c.SourceType, Revision: c.Revision}
@@ -456,7 +458,7 @@ func (v *Vault) CredentialList() CredentialList {
 }
 
 // BindingList is every binding as it is shown.
-func (v *Vault) BindingList() BindingList {
+func (v *Set) BindingList() BindingList {
 	out := BindingList{Revision: v.Revision, Bindings: make([]BindingMetadata, len(v.Bindings))}
 	for i, b := range v.Bindings {
 		out.Bindings[i] = b.metadata()
@@ -466,7 +468,7 @@ func (v *Vault) BindingList() BindingList {
 
 // CredentialMetadata is credential name without its value, or
 // CodeCredentialNotFound.
-func (v *Vault) CredentialMetadata(name string) (CredentialMetadata, error) {
+func (v *Set) CredentialMetadata(name string) (CredentialMetadata, error) {
 	c, ok := v.credential(name)
 	if !ok {
 		return CredentialMetadata{}, sandbox.Errorf(CodeCredentialNotFound, "the vault has no credential %q", name)
@@ -475,7 +477,7 @@ func (v *Vault) CredentialMetadata(name string) (CredentialMetadata, error) {
 }
 
 // BindingMetadata is binding name as it is shown, or CodeBindingNotFound.
-func (v *Vault) BindingMetadata(name string) (BindingMetadata, error) {
+func (v *Set) BindingMetadata(name string) (BindingMetadata, error) {
 	b, ok := v.binding(name)
 	if !ok {
 		return BindingMetadata{}, sandbox.Errorf(CodeBindingNotFound, "the vault has no binding %q", name)
@@ -483,7 +485,7 @@ func (v *Vault) BindingMetadata(name string) (BindingMetadata, error) {
 	return b.metadata(), nil
 }
 
-func (b VaultBinding) metadata() BindingMetadata {
+func (b StoredBinding) metadata() BindingMetadata {
 	m := b.Match
 	m.Schemes, m.Ports, m.Hosts = slices.Clone(m.Schemes), slices.Clone(m.Ports), slices.Clone(m.Hosts)
 	m.Methods, m.Paths = slices.Clone(m.Methods), slices.Clone(m.Paths)
@@ -494,28 +496,28 @@ func (b VaultBinding) metadata() BindingMetadata {
 	return BindingMetadata{Name: b.Name, Revision: b.Revision, Match: &m, Auth: auth}
 }
 
-// ProxyBindings is what the proxy applies for the vault (see
-// Manager.SetBindings): each binding with the headers its auth sets, the
-// credentials' values formatted.
-func (v *Vault) ProxyBindings() []Binding {
-	out := make([]Binding, 0, len(v.Bindings))
+// ProxyBindings is what the egress proxy applies for the Set (see
+// egress.Manager.SetBindings): each binding with the headers its auth
+// sets, the credentials' values formatted.
+func (v *Set) ProxyBindings() []egress.Binding {
+	out := make([]egress.Binding, 0, len(v.Bindings))
 	for _, vb := range v.Bindings {
 		value := func(name string) string {
 			c, _ := v.credential(name) // check made sure it exists
 			return c.Value
 		}
-		b := Binding{Name: vb.Name, Schemes: vb.Match.Schemes, Ports: vb.Match.Ports, Hosts: vb.Match.Hosts,
+		b := egress.Binding{Name: vb.Name, Schemes: vb.Match.Schemes, Ports: vb.Match.Ports, Hosts: vb.Match.Hosts,
 			Methods: vb.Match.Methods, Paths: vb.Match.Paths}
 		switch a := vb.Auth; a.Type {
 		case AuthBearer:
-			b.Headers = []BindingHeader{{Name: "Authorization", Value: "Bearer " + value(a.Credential)}}
+			b.Headers = []egress.BindingHeader{{Name: "Authorization", Value: "Bearer " + value(a.Credential)}}
 		case AuthBasic:
-			b.Headers = []BindingHeader{{Name: "Authorization", Value: "Basic " + value(a.Credential)}}
+			b.Headers = []egress.BindingHeader{{Name: "Authorization", Value: "Basic " + value(a.Credential)}}
 		case AuthAPIKey:
-			b.Headers = []BindingHeader{{Name: a.Name, Value: value(a.Credential)}}
+			b.Headers = []egress.BindingHeader{{Name: a.Name, Value: value(a.Credential)}}
 		case AuthCustomHeaders:
 			for _, h := range a.Headers {
-				b.Headers = append(b.Headers, BindingHeader{Name: h.Name, Value: value(h.Credential)})
+				b.Headers = append(b.Headers, egress.BindingHeader{Name: h.Name, Value: value(h.Credential)})
 			}
 		}
 		out = append(out, b)

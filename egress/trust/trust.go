@@ -1,4 +1,14 @@
-package egress
+// Package trust is the server's egress CA and the trust bundle written
+// into boxes. The CA signs the certificates the egress proxy presents when
+// it terminates a box's TLS (protected delivery of the platform's vault
+// secrets, the credential proxy's https bindings); its key never leaves
+// the server. A box that must trust it gets, through its execd (Install)
+// or from its own init (Write), the CA alone and a bundle of the box's own
+// roots followed by the CA, under Dir; Env names the variables that point
+// the box's TLS clients at them. Nothing else trusts the CA. Its users:
+// platform/runner for Sessions that get vault secrets, package lifecycle
+// for sandboxes created with credentialProxy, the native backend's init.
+package trust
 
 import (
 	"bytes"
@@ -13,34 +23,26 @@ import (
 	"github.com/astrabox/astrabox/execd/wire"
 )
 
-// A box whose TLS the proxy terminates (protected delivery of the agent
-// platform's vault secrets, a Credential Vault's https bindings) must
-// trust the server's CA. InstallTrust writes, through the box's execd, a
-// bundle of the box's own roots and the CA into the box, and TrustEnv are
-// the variables that point its TLS clients at it. Both users share this:
-// platform/runner for Sessions, package lifecycle for sandboxes created
-// with credentialProxy.
-
 // Where the trust bundle goes in a box (a tmpfs on the native backend and
 // a writable directory in most images).
 const (
-	TrustDir    = "/run/astrabox"
-	TrustBundle = TrustDir + "/ca-bundle.pem" // the box's own roots and the egress CA
-	TrustCA     = TrustDir + "/egress-ca.pem" // the egress CA alone (Node adds it to its own roots)
+	Dir        = "/run/astrabox"
+	BundlePath = Dir + "/ca-bundle.pem" // the box's own roots and the egress CA
+	CAPath     = Dir + "/egress-ca.pem" // the egress CA alone (Node adds it to its own roots)
 )
 
-// trustEnv are the variables that point TLS clients in the box at the
+// env are the variables that point TLS clients in the box at the
 // bundle: OpenSSL and Go (SSL_CERT_FILE), Python requests, curl, Node.
-var trustEnv = map[string]string{
-	"SSL_CERT_FILE":       TrustBundle,
-	"REQUESTS_CA_BUNDLE":  TrustBundle,
-	"CURL_CA_BUNDLE":      TrustBundle,
-	"NODE_EXTRA_CA_CERTS": TrustCA,
+var env = map[string]string{
+	"SSL_CERT_FILE":       BundlePath,
+	"REQUESTS_CA_BUNDLE":  BundlePath,
+	"CURL_CA_BUNDLE":      BundlePath,
+	"NODE_EXTRA_CA_CERTS": CAPath,
 }
 
-// TrustEnv returns the environment variables that make a box's TLS
-// clients use the bundle InstallTrust writes (a new map each call).
-func TrustEnv() map[string]string { return maps.Clone(trustEnv) }
+// Env returns the environment variables that make a box's TLS clients
+// use the bundle Install writes (a new map each call).
+func Env() map[string]string { return maps.Clone(env) }
 
 // systemBundles are where images keep their TLS roots; the first that
 // exists starts the bundle.
@@ -55,33 +57,32 @@ var systemBundles = []string{
 // maxSystemBundle bounds the roots read from a box.
 const maxSystemBundle = 8 << 20
 
-// InstallTrust writes caPEM into the box behind ex twice: alone (TrustCA)
-// and after the box's own roots, the first of the usual system bundles it
-// has (TrustBundle). A box without system roots gets a bundle of the CA
-// alone.
-func InstallTrust(ctx context.Context, ex *execdclient.Client, caPEM []byte) error {
-	return installTrust(ctx, execdFiles{ex}, caPEM)
+// Install writes caPEM into the box behind ex twice: alone (CAPath) and
+// after the box's own roots, the first of the usual system bundles it has
+// (BundlePath). A box without system roots gets a bundle of the CA alone.
+func Install(ctx context.Context, ex *execdclient.Client, caPEM []byte) error {
+	return install(ctx, execdFiles{ex}, caPEM)
 }
 
-// WriteTrust is InstallTrust in this process's own file system: what a
-// box's init does, inside the box, before it starts the entrypoint, so
-// that the entrypoint's first TLS call already trusts the proxy.
-func WriteTrust(caPEM []byte) error {
-	return installTrust(context.Background(), localFiles{root: "/"}, caPEM)
+// Write is Install in this process's own file system: what a box's init
+// does, inside the box, before it starts the entrypoint, so that the
+// entrypoint's first TLS call already trusts the proxy.
+func Write(caPEM []byte) error {
+	return install(context.Background(), localFiles{root: "/"}, caPEM)
 }
 
-// trustFiles are the file operations installTrust needs.
-type trustFiles interface {
+// files are the file operations install needs.
+type files interface {
 	// read returns the file at path, refusing one over limit bytes.
 	read(ctx context.Context, path string, limit int64) ([]byte, error)
 	mkdir(ctx context.Context, dir string) error
 	write(ctx context.Context, path string, data []byte) error
 }
 
-func installTrust(ctx context.Context, files trustFiles, caPEM []byte) error {
+func install(ctx context.Context, fs files, caPEM []byte) error {
 	var bundle bytes.Buffer
 	for _, p := range systemBundles {
-		b, err := files.read(ctx, p, maxSystemBundle)
+		b, err := fs.read(ctx, p, maxSystemBundle)
 		if err != nil {
 			continue
 		}
@@ -92,14 +93,14 @@ func installTrust(ctx context.Context, files trustFiles, caPEM []byte) error {
 		break
 	}
 	bundle.Write(caPEM)
-	if err := files.mkdir(ctx, TrustDir); err != nil {
-		return fmt.Errorf("create %s: %w", TrustDir, err)
+	if err := fs.mkdir(ctx, Dir); err != nil {
+		return fmt.Errorf("create %s: %w", Dir, err)
 	}
-	if err := files.write(ctx, TrustCA, caPEM); err != nil {
-		return fmt.Errorf("write %s: %w", TrustCA, err)
+	if err := fs.write(ctx, CAPath, caPEM); err != nil {
+		return fmt.Errorf("write %s: %w", CAPath, err)
 	}
-	if err := files.write(ctx, TrustBundle, bundle.Bytes()); err != nil {
-		return fmt.Errorf("write %s: %w", TrustBundle, err)
+	if err := fs.write(ctx, BundlePath, bundle.Bytes()); err != nil {
+		return fmt.Errorf("write %s: %w", BundlePath, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package egress
+package trust
 
 import (
 	"crypto/ecdsa"
@@ -19,10 +19,10 @@ import (
 
 // CA is the per-server certificate authority the proxy signs the
 // certificates with that it presents when it terminates a box's TLS for
-// protected delivery and Credential Vault bindings. Boxes that get
+// protected delivery and credential proxy bindings. Boxes that get
 // secrets, and boxes created with a credential proxy, trust it (see
-// InstallTrust and TrustEnv); nothing else does. Its key never leaves the
-// server.
+// Install and Env); nothing else does. Its key never leaves the server. A
+// CA is safe for concurrent use.
 type CA struct {
 	cert    *x509.Certificate
 	certPEM []byte
@@ -119,9 +119,9 @@ func parseCA(certPEM, keyPEM []byte) (*CA, error) {
 // CertPEM is the CA certificate, for boxes' trust stores.
 func (ca *CA) CertPEM() []byte { return ca.certPEM }
 
-// leaf returns a certificate for name signed by the CA, made once per name
-// and renewed when half its life is gone.
-func (ca *CA) leaf(name string) (*tls.Certificate, error) {
+// Leaf returns a certificate for name signed by the CA, made once per
+// name and renewed when half its life is gone; its chain holds the CA.
+func (ca *CA) Leaf(name string) (*tls.Certificate, error) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
 	if c := ca.leaves[name]; c != nil && time.Until(c.Leaf.NotAfter) > leafLifetime/2 {

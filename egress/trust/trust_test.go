@@ -1,4 +1,4 @@
-package egress
+package trust
 
 import (
 	"bytes"
@@ -34,23 +34,23 @@ func TestInstallTrustFiles(t *testing.T) {
 				}
 			}
 			outside := filepath.Join(t.TempDir(), "outside")
-			if err := os.MkdirAll(filepath.Join(root, TrustDir), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(root, Dir), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(outside, filepath.Join(root, TrustBundle)); err != nil {
+			if err := os.Symlink(outside, filepath.Join(root, BundlePath)); err != nil {
 				t.Fatal(err)
 			}
-			if err := installTrust(context.Background(), localFiles{root: root}, ca); err != nil {
+			if err := install(context.Background(), localFiles{root: root}, ca); err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := os.ReadFile(filepath.Join(root, TrustCA)); !bytes.Equal(got, ca) {
-				t.Errorf("%s: %q", TrustCA, got)
+			if got, _ := os.ReadFile(filepath.Join(root, CAPath)); !bytes.Equal(got, ca) {
+				t.Errorf("%s: %q", CAPath, got)
 			}
-			if got, _ := os.ReadFile(filepath.Join(root, TrustBundle)); string(got) != tt.want {
-				t.Errorf("%s: %q, want %q", TrustBundle, got, tt.want)
+			if got, _ := os.ReadFile(filepath.Join(root, BundlePath)); string(got) != tt.want {
+				t.Errorf("%s: %q, want %q", BundlePath, got, tt.want)
 			}
-			if fi, err := os.Lstat(filepath.Join(root, TrustBundle)); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
-				t.Errorf("%s is %v (%v), want a regular file of mode 0644", TrustBundle, fi.Mode(), err)
+			if fi, err := os.Lstat(filepath.Join(root, BundlePath)); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+				t.Errorf("%s is %v (%v), want a regular file of mode 0644", BundlePath, fi.Mode(), err)
 			}
 			if _, err := os.Stat(outside); err == nil {
 				t.Error("the bundle was written through the link")
