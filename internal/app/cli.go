@@ -65,7 +65,7 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 	var (
 		image, cpu, memory, profile, backend *string
 		timeout, idle                        *int64
-		meta, envs                           *multiFlag
+		meta, envs                           *pairFlag
 		states                               *multiFlag
 		expires                              *time.Duration
 	)
@@ -78,14 +78,14 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 		backend = fs.String("backend", "", "backend")
 		timeout = fs.Int64("timeout", 3600, "seconds until the sandbox expires (0: never)")
 		idle = fs.Int64("idle-timeout", 0, "seconds of inactivity before deletion (0: never)")
-		meta = &multiFlag{}
+		meta = &pairFlag{}
 		fs.Var(meta, "label", "metadata key=value (repeatable)")
-		envs = &multiFlag{}
+		envs = &pairFlag{}
 		fs.Var(envs, "env", "environment KEY=VALUE (repeatable)")
 	case "ls":
 		states = &multiFlag{}
 		fs.Var(states, "state", "only this state (repeatable)")
-		meta = &multiFlag{}
+		meta = &pairFlag{}
 		fs.Var(meta, "label", "only with metadata key=value (repeatable)")
 	case "renew":
 		expires = fs.Duration("for", time.Hour, "new lifetime from now")
@@ -107,6 +107,9 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 	out := stdio.Stdout
 	switch verb {
 	case "create":
+		if *timeout < 0 || *idle < 0 {
+			return errors.New("--timeout and --idle-timeout are seconds: 0 (never) or more")
+		}
 		req := wire.CreateSandboxRequest{Metadata: meta.pairs(), Env: envs.pairs(), Backend: *backend, ResourceLimits: map[string]string{}}
 		if *timeout > 0 {
 			req.Timeout = timeout
@@ -314,6 +317,17 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// pairFlag is a repeatable KEY=VALUE flag: a value without "=" or with an
+// empty key is refused (an empty VALUE is one, KEY= says so).
+type pairFlag struct{ multiFlag }
+
+func (p *pairFlag) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	return p.multiFlag.Set(v)
+}
 
 func (m *multiFlag) pairs() map[string]string {
 	if m == nil || len(*m) == 0 {

@@ -141,6 +141,41 @@ func compactJSON(raw json.RawMessage) string {
 	if json.Compact(&b, raw) != nil {
 		return string(raw)
 	}
+	return unescapeHTML(b.String())
+}
+
+// unescapeHTML turns the escapes of <, > and & that Go's JSON encoder
+// writes (\u003c, \u003e, \u0026) back into the characters, which read
+// better in a terminal; other escapes stay as they are.
+func unescapeHTML(js string) string {
+	if !strings.Contains(js, `\u00`) {
+		return js
+	}
+	var b strings.Builder
+	for i := 0; i < len(js); i++ {
+		if js[i] != '\\' || i+1 >= len(js) {
+			b.WriteByte(js[i])
+			continue
+		}
+		if js[i+1] == 'u' && i+6 <= len(js) {
+			switch js[i+2 : i+6] {
+			case "003c", "003C":
+				b.WriteByte('<')
+				i += 5
+				continue
+			case "003e", "003E":
+				b.WriteByte('>')
+				i += 5
+				continue
+			case "0026":
+				b.WriteByte('&')
+				i += 5
+				continue
+			}
+		}
+		b.WriteString(js[i : i+2]) // an escape kept whole: \\ stays \\
+		i++
+	}
 	return b.String()
 }
 
