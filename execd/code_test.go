@@ -11,6 +11,7 @@ import (
 
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -161,7 +162,7 @@ func TestCodePythonDisconnectInterrupts(t *testing.T) {
 	cancel()
 	var ex *client.CodeExecution
 	var err error
-	waitFor(t, "the context to be free", func() bool {
+	wait.Until(t, 30*time.Second, "the context to be free", func() bool {
 		ex, err = c.RunCode(ctx, wire.RunCodeRequest{Context: wire.CodeContext{ID: id}, Code: "2 + 2"})
 		return client.CodeOf(err) != sandbox.CodeConflict
 	})

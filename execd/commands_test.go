@@ -14,6 +14,7 @@ import (
 	"github.com/astrabox/astrabox/execd"
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -38,17 +39,6 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestTooManyConcurrentCommands(t *testing.T) {
@@ -87,7 +77,7 @@ func TestRingReportsLostOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "command to finish", func() bool {
+	wait.Until(t, 30*time.Second, "command to finish", func() bool {
 		st, err := c.Status(ctx, ex.ID)
 		return err == nil && !st.Running
 	})
@@ -121,7 +111,7 @@ func TestFinishedRecordsAreFreed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "record to expire", func() bool {
+	wait.Until(t, 30*time.Second, "record to expire", func() bool {
 		_, err := c.Status(ctx, ex.ID)
 		return client.CodeOf(err) == sandbox.CodeCommandNotFound
 	})
@@ -195,7 +185,7 @@ func TestDaemonKeepsWritingAfterTheCommand(t *testing.T) {
 	if err != nil || ex.ExitCode != 0 {
 		t.Fatalf("%+v %v", ex, err)
 	}
-	pollUntil(t, "the daemon to write after its command ended", func() bool {
+	wait.Until(t, 30*time.Second, "the daemon to write after its command ended", func() bool {
 		b, _ := os.ReadFile(done)
 		return string(b) == "survived\n"
 	})
@@ -275,7 +265,7 @@ func TestPrivateStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pid string
-	pollUntil(t, "the command's pid", func() bool {
+	wait.Until(t, 30*time.Second, "the command's pid", func() bool {
 		b, _ := os.ReadFile(pidFile)
 		pid = strings.TrimSpace(string(b))
 		return pid != ""
@@ -291,7 +281,7 @@ func TestPrivateStdio(t *testing.T) {
 	if err := c.WriteStdin(ctx, ex.ID, strings.NewReader("hello\n"), true); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the command to end", func() bool {
+	wait.Until(t, 30*time.Second, "the command to end", func() bool {
 		st, err := c.Status(ctx, ex.ID)
 		return err == nil && !st.Running
 	})

@@ -13,11 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/execd"
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/sse"
+	"github.com/astrabox/astrabox/internal/wait"
 )
 
 func needBashExt(t *testing.T) {
@@ -198,7 +200,7 @@ func TestBackgroundLogFraming(t *testing.T) {
 	}
 	id := evs[0].Text
 	c := client.New(base)
-	pollUntil(t, "the background command to finish", func() bool {
+	wait.Until(t, 30*time.Second, "the background command to finish", func() bool {
 		st, err := c.Status(testCtx(t), id)
 		return err == nil && !st.Running
 	})

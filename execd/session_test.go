@@ -17,6 +17,7 @@ import (
 
 	"github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -41,18 +42,6 @@ func sessionCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// waitFor polls cond until it holds or 30 seconds passed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func needBash(t *testing.T) {
@@ -303,7 +292,7 @@ func TestSessionDisconnectInterruptsRun(t *testing.T) {
 		t.Fatalf("stream: %v", err)
 	}
 	var ex *client.Execution
-	waitFor(t, "the session to be free", func() bool {
+	wait.Until(t, 30*time.Second, "the session to be free", func() bool {
 		ex, err = c.RunInSession(ctx, id, wire.RunInSessionRequest{Command: "echo free"})
 		return client.CodeOf(err) != sandbox.CodeConflict
 	})
@@ -337,7 +326,7 @@ func TestSessionCloseKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the background job to die", func() bool {
+	wait.Until(t, 30*time.Second, "the background job to die", func() bool {
 		_, alive := readProcStat(pid)
 		return !alive
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -56,7 +57,7 @@ func TestTunnelCloseEndsEverything(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the in-flight response did not end with the tunnel")
 	}
-	pollUntil(t, "in-box dials to be refused", func() bool {
+	wait.Until(t, 30*time.Second, "in-box dials to be refused", func() bool {
 		conn, err := net.Dial("tcp", addr)
 		if err == nil {
 			conn.Close()
@@ -76,7 +77,7 @@ func TestTunnelCloseEndsEverything(t *testing.T) {
 func reopenTunnel(t *testing.T, c *client.Client, addr string) net.Listener {
 	t.Helper()
 	var l net.Listener
-	pollUntil(t, "the address to be free for a new tunnel", func() bool {
+	wait.Until(t, 30*time.Second, "the address to be free for a new tunnel", func() bool {
 		var err error
 		l, err = c.Tunnel(testCtx(t), addr)
 		if err != nil && client.CodeOf(err) != sandbox.CodeConflict {

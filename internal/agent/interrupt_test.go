@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/astrabox/astrabox/internal/fakemodel"
+	"github.com/astrabox/astrabox/internal/wait"
 )
 
 func TestInterruptMidStream(t *testing.T) {
@@ -58,7 +59,7 @@ func TestInterruptMidShellKillsTheProcessGroup(t *testing.T) {
 	h := startAgent(t, cfg)
 	h.input("in_1", "run forever")
 	pgid := waitPGID(t, filepath.Join(cfg.Workspace, "pgid"))
-	waitUntil(t, "the command's processes", func() bool { return len(groupMembers(t, pgid)) >= 2 })
+	wait.Until(t, waitLimit, "the command's processes", func() bool { return len(groupMembers(t, pgid)) >= 2 })
 
 	h.send(map[string]string{"type": "interrupt"})
 	end := h.waitEnd("in_1")
@@ -68,7 +69,7 @@ func TestInterruptMidShellKillsTheProcessGroup(t *testing.T) {
 	if h.count(func(e event) bool { return e.typ() == "tool.error" && strings.Contains(e.str("error"), "interrupted") }) != 1 {
 		t.Fatalf("no tool.error for the killed command:\n%s", h.dump())
 	}
-	waitUntil(t, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
+	wait.Until(t, waitLimit, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
 
 	h.input("in_2", "what happened?")
 	h.waitEnd("in_2")
@@ -98,7 +99,7 @@ func TestCancelStopsRunAndItsTools(t *testing.T) {
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("Run returned %v", err)
 	}
-	waitUntil(t, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
+	wait.Until(t, waitLimit, "the process group to be gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
 	if !strings.Contains(out.String(), `"outcome":"interrupted"`) {
 		t.Fatalf("no interrupted turn.end:\n%s", out.String())
 	}
@@ -108,7 +109,7 @@ func TestCancelStopsRunAndItsTools(t *testing.T) {
 func waitPGID(t *testing.T, path string) int {
 	t.Helper()
 	var pgid int
-	waitUntil(t, "the command to start", func() bool {
+	wait.Until(t, waitLimit, "the command to start", func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
 			return false

@@ -7,9 +7,11 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
@@ -62,7 +64,7 @@ func TestEntrypoint(t *testing.T) {
 	spec.Env = map[string]string{"GREETING": "hello from the entrypoint"}
 	spec.Entrypoint = []string{"/bin/sh", "-c", `echo "$GREETING in $PWD" > /workspace/started; exec sleep 100000`}
 	b := sandboxtest.NewBox(t, h, &spec)
-	eventually(t, "the entrypoint to run", func() bool {
+	wait.Until(t, time.Minute, "the entrypoint to run", func() bool {
 		code, _, _ := sh(t, b, nil, "test -s /workspace/started")
 		return code == 0
 	})

@@ -345,15 +345,3 @@ func sh(t *testing.T, b *sandboxtest.Box, uid *uint32, command string) (int, str
 	}
 	return ex.ExitCode, string(ex.Stdout), string(ex.Stderr)
 }
-
-// eventually polls cond until it holds or a minute passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for delay := time.Millisecond; !cond(); delay = min(2*delay, 100*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(delay)
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/astrabox/astrabox/egress/egresstest"
 	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
@@ -177,7 +178,7 @@ func TestNetworkLimited(t *testing.T) {
 	if code, _, errOut := sh(t, peer, nil, "cd /tmp && nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &"); code != 0 {
 		t.Fatalf("start the peer's server: %s", errOut)
 	}
-	eventually(t, "the peer's server", func() bool {
+	wait.Until(t, time.Minute, "the peer's server", func() bool {
 		_, out := fetch(t, peer, "http://127.0.0.1:8000/")
 		return strings.Contains(out, "code=200")
 	})

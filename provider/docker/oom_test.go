@@ -12,6 +12,7 @@ import (
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store/sqlite"
@@ -106,7 +107,7 @@ func TestOOMKilledBoxKeepsFailedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reason string
-	eventually(t, "the box to die", func() bool {
+	wait.Until(t, time.Minute, "the box to die", func() bool {
 		info, err := h.p.Inspect(ctx(t), id)
 		reason = info.Reason
 		return err == nil && info.State == sandbox.StateFailed
@@ -156,7 +157,7 @@ func TestOutputRetentionFitsTheBox(t *testing.T) {
 		ids = append(ids, ex.ID)
 	}
 	for _, cid := range ids {
-		eventually(t, "command "+cid+" to end", func() bool {
+		wait.Until(t, time.Minute, "command "+cid+" to end", func() bool {
 			st, err := x.Status(ctx(t), cid)
 			return err == nil && !st.Running
 		})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/astrabox/astrabox/execd/wire"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/provider/docker"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
@@ -121,7 +122,7 @@ func TestSecurityUnrestrictedNetwork(t *testing.T) {
 	}
 	_, bIP, _ := sh(t, b, nil, "hostname -i | cut -d' ' -f1")
 	bIP = strings.TrimSpace(bIP)
-	eventually(t, "the host to reach box b's server", func() bool {
+	wait.Until(t, time.Minute, "the host to reach box b's server", func() bool {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(bIP, "8000"), time.Second)
 		if err == nil {
 			c.Close()

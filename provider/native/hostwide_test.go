@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/sandbox/sandboxtest"
@@ -20,18 +21,6 @@ import (
 
 // Items 3, 18, 29, 32 and 33 of the list of bad inputs, and the leftovers
 // of a clean stop.
-
-// eventually polls cond every 10 ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func TestEntrypointOutputIsBounded(t *testing.T) {
 	h := newHarness(t)
@@ -98,7 +87,7 @@ func TestDeadlineHoldsWithoutAServer(t *testing.T) {
 	}
 	// No server watches the boxes (nothing calls Delete): the expiring box's
 	// init kills everything in it at its deadline and exits.
-	eventually(t, 15*time.Second, "the box is empty after its deadline", func() bool { return h.Tasks(t, expiring.ID) == 0 })
+	wait.Until(t, 15*time.Second, "the box is empty after its deadline", func() bool { return h.Tasks(t, expiring.ID) == 0 })
 	if info, err := h.p.Inspect(ctx(t), expiring.ID); err != nil || info.State != sandbox.StateFailed || !strings.Contains(info.Reason, "deadline") {
 		t.Fatalf("expired box: %+v %v", info, err)
 	}

@@ -11,12 +11,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/astrabox/astrabox/platform/stream"
-	"github.com/astrabox/astrabox/platform/stream/notifiertest"
+	"github.com/astrabox/astrabox/internal/wait"
 	"github.com/astrabox/astrabox/store/postgres"
+	"github.com/astrabox/astrabox/store/streamlog"
+	"github.com/astrabox/astrabox/store/streamlog/notifiertest"
 )
 
-// Notifier has the method set of platform/stream's Notifier (spelled out
+// Notifier has the method set of store/streamlog's Notifier (spelled out
 // here: the store does not depend on the platform).
 var _ interface {
 	Notify(stream string)
@@ -81,18 +82,6 @@ func pending(ch <-chan struct{}) bool {
 	}
 }
 
-// eventually polls cond until it holds, failing t at notifyDeadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(notifyDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, notifyDeadline)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // listenerPIDs returns the backend pids of the listening connections of
 // the replica named app on dsn's database.
 func listenerPIDs(t *testing.T, conn *pgx.Conn, app string) []uint32 {
@@ -123,7 +112,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 // TestNotifierConformance runs the notifier suite on two replicas of one
 // fresh database (a new database for each test of the suite).
 func TestNotifierConformance(t *testing.T) {
-	notifiertest.Run(t, func(t *testing.T) (stream.Notifier, stream.Notifier) {
+	notifiertest.Run(t, func(t *testing.T) (streamlog.Notifier, streamlog.Notifier) {
 		dsn := freshDatabase(t)
 		_, a := replica(t, dsn, "replica_a")
 		_, b := replica(t, dsn, "replica_b")
@@ -184,7 +173,7 @@ func TestNotifierReconnect(t *testing.T) {
 	defer cancel2()
 
 	var old []uint32
-	eventually(t, "a's listener visible", func() bool {
+	wait.Until(t, notifyDeadline, "a's listener visible", func() bool {
 		old = listenerPIDs(t, admin, "replica_a")
 		return len(old) == 1
 	})
@@ -227,7 +216,7 @@ func TestNotifierClose(t *testing.T) {
 	}
 	ch, cancel := n.Subscribe("s")
 	defer cancel()
-	eventually(t, "listener visible", func() bool { return len(listenerPIDs(t, admin, "replica_a")) == 1 })
+	wait.Until(t, notifyDeadline, "listener visible", func() bool { return len(listenerPIDs(t, admin, "replica_a")) == 1 })
 	n.Notify("s") // queued for the sender, which Close flushes
 	if err := n.Close(); err != nil {
 		t.Fatalf("close: %v", err)
@@ -236,8 +225,8 @@ func TestNotifierClose(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 	awaitWake(t, onB, "announcement queued before close")
-	eventually(t, "goroutines ended", func() bool { return runtime.NumGoroutine() <= before })
-	eventually(t, "listener released", func() bool { return len(listenerPIDs(t, admin, "replica_a")) == 0 })
+	wait.Until(t, notifyDeadline, "goroutines ended", func() bool { return runtime.NumGoroutine() <= before })
+	wait.Until(t, notifyDeadline, "listener released", func() bool { return len(listenerPIDs(t, admin, "replica_a")) == 0 })
 
 	pending(ch)
 	n.Notify("s")
