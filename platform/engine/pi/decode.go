@@ -87,7 +87,7 @@ type decoder struct {
 	// awaitingRetry: the reply's last model call failed with an error pi
 	// retries, so its agent_end does not end the reply.
 	awaitingRetry bool
-	step          int               // assistant messages so far, for part ids
+	step          int                      // assistant messages so far, for part ids
 	parts         map[string]wire.PartKind // open part ids and their kinds
 	toolNames     map[string]string
 	usage         engine.Usage
