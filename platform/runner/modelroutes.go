@@ -42,7 +42,7 @@ func allowedModelPath(req *http.Request, routes []modelRoute) (string, error) {
 	raw := req.URL.EscapedPath()
 	rest, ok := strings.CutPrefix(raw, "/v1")
 	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
-		return "", errors.New("the model path serves /v1/...")
+		return "", errors.New("the model path serves only paths under /v1")
 	}
 	if strings.ContainsAny(rest, "%\\") {
 		return "", errors.New("the model path refuses encoded characters and backslashes")
