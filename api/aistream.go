@@ -73,7 +73,7 @@ func keepalive(ctx context.Context, sw *sse.Writer) {
 func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := s.plat.GetSession(ctx, id); err != nil {
+	if _, err := s.sess.GetSession(ctx, id); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -83,7 +83,7 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	follow := r.URL.Query().Get("follow") == "session"
-	entries, err := s.plat.Store().ReadStream(ctx, id, 0, 0)
+	entries, err := s.sess.ReadLog(ctx, id, 0)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -121,7 +121,7 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 	sw.Flush()
 	defer startKeepalive(ctx, sw)()
 	turn := reply.TurnID
-	err = s.plat.Log().Follow(ctx, id, from, func(e store.LogEntry) (bool, error) {
+	err = s.sess.Follow(ctx, id, from, func(e store.LogEntry) (bool, error) {
 		if !platform.IsFrame(e) || e.TurnID == "" {
 			return true, nil
 		}
@@ -168,7 +168,7 @@ type logEvent struct {
 func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := s.plat.GetSession(ctx, id); err != nil {
+	if _, err := s.sess.GetSession(ctx, id); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -184,7 +184,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return sw.EventJSON(strconv.FormatInt(e.Seq, 10), "", b)
 	}
 	if r.URL.Query().Get("follow") == "false" {
-		entries, err := s.plat.Store().ReadStream(ctx, id, n, 0)
+		entries, err := s.sess.ReadLog(ctx, id, n)
 		if err != nil {
 			return
 		}
@@ -196,7 +196,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer startKeepalive(ctx, sw)()
-	_ = s.plat.Log().Follow(ctx, id, n, func(e store.LogEntry) (bool, error) {
+	_ = s.sess.Follow(ctx, id, n, func(e store.LogEntry) (bool, error) {
 		if err := send(e); err != nil {
 			return false, err
 		}

@@ -18,8 +18,8 @@ import (
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/lifecycle"
-	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store/streamlog"
 )
 
 // TestEventsStream follows a sandbox's state events from a second replica
@@ -133,13 +133,13 @@ func readEvents(t *testing.T, url, lastID string) (int, []string) {
 // recordingNotifier is an in-process notifier that records which streams
 // were notified and subscribed to.
 type recordingNotifier struct {
-	*stream.Local
+	*streamlog.Local
 	mu   sync.Mutex
 	seen map[string]int // stream -> 1 notified | 2 subscribed
 }
 
 func newRecordingNotifier() *recordingNotifier {
-	return &recordingNotifier{Local: stream.NewLocal(), seen: map[string]int{}}
+	return &recordingNotifier{Local: streamlog.NewLocal(), seen: map[string]int{}}
 }
 
 func (n *recordingNotifier) Notify(name string) {

@@ -85,7 +85,7 @@ func (s *Server) forwardToHolder(w http.ResponseWriter, r *http.Request, session
 	if r.Header.Get(HeaderForwarded) != "" {
 		return false
 	}
-	lease, err := s.plat.Store().GetLease(r.Context(), sessionID)
+	lease, err := s.cfg.Store.GetLease(r.Context(), sessionID)
 	if err != nil || lease.Holder == "" || lease.Holder == s.cfg.Holder || !lease.ExpiresAt.After(time.Now()) {
 		return false
 	}

@@ -58,7 +58,7 @@ func (s *Server) testModel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p, err := s.plat.RuntimeProfile(r.Context(), r.PathValue("name"))
+	p, err := s.cat.RuntimeProfile(r.Context(), r.PathValue("name"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -75,7 +75,7 @@ func (s *Server) testModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(platform.CodeInvalid, "runtime profile %q lists no models; name one in the body ({\"model\": ...})", p.Name))
 		return
 	}
-	key, err := s.plat.ModelKey(p)
+	key, err := s.cat.ModelKey(p)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -80,8 +80,8 @@ type engineInfo struct {
 // image no backend has is left out.
 func (s *Server) listEngines(w http.ResponseWriter, r *http.Request) {
 	items := []engineInfo{}
-	for _, kind := range sortedKeys(s.plat.Engines()) {
-		d := s.plat.Engines()[kind].Descriptor()
+	for _, kind := range sortedKeys(s.cat.Engines()) {
+		d := s.cat.Engines()[kind].Descriptor()
 		info := engineInfo{Descriptor: d, Images: map[string]bool{}}
 		anywhere := false
 		for name, p := range s.svc.Backends() {
@@ -103,7 +103,7 @@ func (s *Server) listEngines(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuntimeProfiles(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.plat.ListRuntimeProfiles(r.Context())
+	ps, err := s.cat.ListRuntimeProfiles(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -112,7 +112,7 @@ func (s *Server) listRuntimeProfiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getRuntimeProfile(w http.ResponseWriter, r *http.Request) {
-	p, err := s.plat.RuntimeProfile(r.Context(), r.PathValue("name"))
+	p, err := s.cat.RuntimeProfile(r.Context(), r.PathValue("name"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -132,7 +132,7 @@ func (s *Server) putRuntimeProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Name = name
-	out, err := s.plat.PutRuntimeProfile(r.Context(), p)
+	out, err := s.cat.PutRuntimeProfile(r.Context(), p)
 	if err != nil {
 		writeError(w, asPlatformInvalid(err))
 		return
@@ -141,7 +141,7 @@ func (s *Server) putRuntimeProfile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteRuntimeProfile(w http.ResponseWriter, r *http.Request) {
-	if err := s.plat.DeleteRuntimeProfile(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.cat.DeleteRuntimeProfile(r.Context(), r.PathValue("name")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -164,7 +164,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	as, next, err := s.plat.ListAgents(r.Context(), cursor, limit)
+	as, next, err := s.cat.ListAgents(r.Context(), cursor, limit)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -178,7 +178,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asPlatformInvalid(err))
 		return
 	}
-	a, err := s.plat.CreateAgent(r.Context(), req)
+	a, err := s.cat.CreateAgent(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -187,7 +187,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
-	a, err := s.plat.GetAgent(r.Context(), r.PathValue("id"))
+	a, err := s.cat.GetAgent(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -201,7 +201,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asPlatformInvalid(err))
 		return
 	}
-	a, err := s.plat.UpdateAgent(r.Context(), r.PathValue("id"), req)
+	a, err := s.cat.UpdateAgent(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -210,7 +210,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
-	if err := s.plat.DeleteAgent(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.cat.DeleteAgent(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -237,7 +237,7 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request) {
 	}
 	agentID := r.PathValue("id")
 	s.idempotentReplay(w, r, "conversation:"+agentID, body, http.StatusOK, func() (int, any, error) {
-		sess, err := s.plat.CreateSession(r.Context(), agentID, req.Title)
+		sess, err := s.sess.CreateSession(r.Context(), agentID, req.Title)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -251,7 +251,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ss, next, err := s.plat.ListSessions(r.Context(), r.URL.Query().Get("agent_id"), cursor, limit)
+	ss, next, err := s.sess.ListSessions(r.Context(), r.URL.Query().Get("agent_id"), cursor, limit)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -260,7 +260,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.plat.GetSession(r.Context(), r.PathValue("id"))
+	sess, err := s.sess.GetSession(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -269,7 +269,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if err := s.plat.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.sess.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -288,7 +288,7 @@ func (s *Server) sendInput(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asPlatformInvalid(err))
 		return
 	}
-	rc, created, err := s.plat.SendInput(r.Context(), r.PathValue("id"), req.Content, req.ClientMessageID)
+	rc, created, err := s.sess.SendInput(r.Context(), r.PathValue("id"), req.Content, req.ClientMessageID)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -304,7 +304,7 @@ func (s *Server) interruptSession(w http.ResponseWriter, r *http.Request) {
 	if s.forwardToHolder(w, r, r.PathValue("id")) {
 		return
 	}
-	ok, err := s.plat.Interrupt(r.Context(), r.PathValue("id"))
+	ok, err := s.sess.Interrupt(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -339,7 +339,7 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(platform.CodeInvalid, "interaction_id is required"))
 		return
 	}
-	err := s.plat.Respond(r.Context(), r.PathValue("id"), engine.Answer{InteractionID: req.InteractionID,
+	err := s.sess.Respond(r.Context(), r.PathValue("id"), engine.Answer{InteractionID: req.InteractionID,
 		Decision: req.Answer.Decision, Comment: req.Answer.Comment, Answers: req.Answer.Answers})
 	if err != nil {
 		writeError(w, err)
@@ -360,7 +360,7 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 // is split between pages, its message on each (the same id).
 func (s *Server) sessionMessages(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.plat.GetSession(r.Context(), id); err != nil {
+	if _, err := s.sess.GetSession(r.Context(), id); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -373,7 +373,7 @@ func (s *Server) sessionMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		before = n
 	}
-	page, err := platform.ReadMessages(r.Context(), s.plat.Store(), id, before, platform.DefaultPageLimits())
+	page, err := s.sess.Messages(r.Context(), id, before)
 	if err != nil {
 		writeError(w, err)
 		return

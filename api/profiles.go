@@ -14,8 +14,8 @@ func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if s.plat != nil { // model keys are never shown
-		rs, err := s.plat.ListRuntimeProfiles(r.Context())
+	if s.cat != nil { // model keys are never shown
+		rs, err := s.cat.ListRuntimeProfiles(r.Context())
 		if err != nil {
 			writeError(w, err)
 			return
@@ -39,8 +39,8 @@ func (s *Server) putProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Name = name
-	if s.plat != nil { // seals a model key before it is stored
-		out, err := s.plat.PutRuntimeProfile(r.Context(), p)
+	if s.cat != nil { // seals a model key before it is stored
+		out, err := s.cat.PutRuntimeProfile(r.Context(), p)
 		if err != nil {
 			writeError(w, err)
 			return

@@ -63,8 +63,10 @@ type Config struct {
 	// Holder is this replica's advertised URL, as other replicas forward to
 	// it (default "local": a server of its own).
 	Holder string
-	// Platform serves the agent platform's /api/v1 routes (none when nil).
-	Platform *platform.Service
+	// Catalog and Sessions serve the agent platform's /api/v1 routes
+	// (none when either is nil).
+	Catalog  *platform.Catalog
+	Sessions *platform.Sessions
 	// Console serves the web console: GET / and everything under
 	// console.AssetPrefix (default: the embedded console).
 	Console http.Handler
@@ -74,7 +76,8 @@ type Config struct {
 type Server struct {
 	cfg  Config
 	svc  *lifecycle.Service
-	plat *platform.Service
+	cat  *platform.Catalog
+	sess *platform.Sessions
 	log  *slog.Logger
 	mux  *http.ServeMux
 	// transport is the proxy's pooled connection to sandboxes.
@@ -109,7 +112,7 @@ func New(cfg Config) *Server {
 	if cfg.Console == nil {
 		cfg.Console = console.Handler()
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, plat: cfg.Platform, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, svc: cfg.Service, cat: cfg.Catalog, sess: cfg.Sessions, log: cfg.Logger, mux: http.NewServeMux()}
 	if cfg.EndpointDomain != "" {
 		var err error
 		if s.epHost, s.epPort, err = ParseEndpointDomain(cfg.EndpointDomain); err != nil {
@@ -152,7 +155,7 @@ func (s *Server) routes() {
 		s.handle("DELETE "+prefix+"/volumes/{name}", s.deleteVolume)
 	}
 	s.egressRoutes()
-	if s.plat != nil {
+	if s.cat != nil && s.sess != nil {
 		s.platformRoutes()
 	}
 	// The proxy authenticates itself (API key or a signed endpoint token).

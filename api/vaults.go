@@ -29,7 +29,7 @@ func (s *Server) listVaults(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	vs, next, err := s.plat.ListVaults(r.Context(), cursor, limit)
+	vs, next, err := s.cat.ListVaults(r.Context(), cursor, limit)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -43,7 +43,7 @@ func (s *Server) createVault(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	v, err := s.plat.CreateVault(r.Context(), req)
+	v, err := s.cat.CreateVault(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -52,7 +52,7 @@ func (s *Server) createVault(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getVault(w http.ResponseWriter, r *http.Request) {
-	v, err := s.plat.GetVault(r.Context(), r.PathValue("id"))
+	v, err := s.cat.GetVault(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -66,7 +66,7 @@ func (s *Server) updateVault(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	v, err := s.plat.UpdateVault(r.Context(), r.PathValue("id"), req)
+	v, err := s.cat.UpdateVault(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -75,7 +75,7 @@ func (s *Server) updateVault(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteVault(w http.ResponseWriter, r *http.Request) {
-	if err := s.plat.DeleteVault(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.cat.DeleteVault(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -90,7 +90,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	v, created, err := s.plat.PutSecret(r.Context(), r.PathValue("id"), r.PathValue("name"), req)
+	v, created, err := s.cat.PutSecret(r.Context(), r.PathValue("id"), r.PathValue("name"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -103,7 +103,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	if err := s.plat.DeleteSecret(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
+	if err := s.cat.DeleteSecret(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
 		writeError(w, err)
 		return
 	}

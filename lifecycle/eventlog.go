@@ -10,7 +10,7 @@ import (
 )
 
 // EventLog is the durable per-stream log a Service records state events
-// on: platform/stream's *Log satisfies it. Its entries must land in the
+// on (Config.EventLog): store/streamlog's *Log satisfies it. Its entries must land in the
 // Service's store (Events reads them back from there), and across replicas
 // its Append must wake the followers of every replica (a notifier that
 // reaches them all), so that a transition made by one replica reaches the
@@ -24,16 +24,6 @@ type EventLog interface {
 	// waiting for new ones, until fn returns false (Follow returns nil) or
 	// an error (returned), or ctx ends (ctx.Err()).
 	Follow(ctx context.Context, stream string, afterSeq int64, fn func(store.LogEntry) (bool, error)) error
-}
-
-// SetEventLog makes l the log the Service records and follows state
-// events on. Call it before the Service is used (internal/server does, with
-// the server's log); a Service left without one uses an in-process log over
-// its store, whose followers other processes do not wake.
-func (s *Service) SetEventLog(l EventLog) {
-	s.subs.mu.Lock()
-	defer s.subs.mu.Unlock()
-	s.subs.log = l
 }
 
 // EventStream names the durable stream of sandbox id's state events. Its

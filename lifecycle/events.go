@@ -3,33 +3,13 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"sync"
 
-	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/store"
 )
 
-// broker holds the log the Service records sandbox state events on (see
-// SetEventLog): each sandbox's events are the durable stream
-// EventStream(id), which followers on any replica are woken on.
-type broker struct {
-	mu  sync.Mutex
-	log EventLog // nil until set or first used
-}
-
-func newBroker() *broker { return &broker{} }
-
-// eventLog returns the Service's event log, making the in-process default
-// on first use when none was set.
-func (s *Service) eventLog() EventLog {
-	b := s.subs
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.log == nil {
-		b.log = &stream.Log{Store: s.cfg.Store, Notifier: stream.NewLocal()}
-	}
-	return b.log
-}
+// eventLog returns the log the Service records and follows state events
+// on: each sandbox's events are the durable stream EventStream(id).
+func (s *Service) eventLog() EventLog { return s.cfg.EventLog }
 
 // emit records rec's current state as the next event of its stream, which
 // wakes its followers. A failure is logged: the record is saved already.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/streamlog"
 )
 
 // eventsOf renders events as "seq:state".
@@ -26,10 +26,11 @@ func eventsOf(evs []store.Event) string {
 // poll never fires), each sandbox's seqs are its own and gap-free, and the
 // recorded events resume from any seq.
 func TestEventsOnTheDurableLog(t *testing.T) {
-	a, b, st := replicas(t)
-	log := &stream.Log{Store: st, Notifier: stream.NewLocal(), Poll: time.Hour}
-	a.SetEventLog(log)
-	b.SetEventLog(log)
+	var log *streamlog.Log
+	a, b, _ := replicasOn(t, func(s store.Store) EventLog {
+		log = &streamlog.Log{Store: s, Notifier: streamlog.NewLocal(), Poll: time.Hour}
+		return log
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -16,18 +16,29 @@ import (
 // Docker engine do.
 func replicas(t *testing.T) (a, b *Service, st store.Store) {
 	t.Helper()
+	return replicasOn(t, nil)
+}
+
+// replicasOn is replicas whose Services record state events on the log
+// logOf makes over their store (nil: each its own in-process log).
+func replicasOn(t *testing.T, logOf func(store.Store) EventLog) (a, b *Service, st store.Store) {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), t.TempDir()+"/s.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	dir := t.TempDir()
+	var log EventLog
+	if logOf != nil {
+		log = logOf(st)
+	}
 	mk := func(holder string) *Service {
 		p, err := process.New(process.Config{Dir: dir, Command: []string{"/bin/false"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": p}, DefaultBackend: "process", Holder: holder})
+		svc, err := New(Config{Store: st, Backends: map[string]sandbox.Provider{"process": p}, DefaultBackend: "process", Holder: holder, EventLog: log})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/astrabox/astrabox/egress/trust"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/streamlog"
 	"github.com/astrabox/astrabox/vault"
 )
 
@@ -59,6 +60,12 @@ type Config struct {
 	// Vault seals the Credential Vaults in the store (nil: sandboxes with
 	// CredentialProxy are refused).
 	Vault *vault.Ring
+	// EventLog is the durable log the Service records and follows sandbox
+	// state events on (see EventLog). Across replicas it must be the
+	// server's shared log, whose notifier wakes every replica's followers;
+	// nil: an in-process log over Store, whose followers other processes
+	// do not wake.
+	EventLog EventLog
 }
 
 // Profile is a RuntimeProfile: defaults a create request starts from.
@@ -135,7 +142,6 @@ type Service struct {
 	holding sync.Map
 	// interval is the reconcile interval (Reconcile's), for lease TTLs.
 	interval atomic.Int64
-	subs     *broker
 	kicks    map[string]chan struct{} // backend -> refill its pools now
 	pools    poolStats
 }
@@ -155,6 +161,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.EventLog == nil {
+		cfg.EventLog = &streamlog.Log{Store: cfg.Store, Notifier: streamlog.NewLocal()}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -191,7 +200,7 @@ func New(cfg Config) (*Service, error) {
 	if _, ok := cfg.Profiles["default"]; !ok {
 		cfg.Profiles["default"] = Profile{Name: "default", Backend: cfg.DefaultBackend}
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, now: cfg.Now, subs: newBroker(), kicks: map[string]chan struct{}{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, now: cfg.Now, kicks: map[string]chan struct{}{}}
 	for name := range cfg.Backends {
 		s.kicks[name] = make(chan struct{}, 1)
 	}

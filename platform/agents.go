@@ -59,7 +59,7 @@ const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
 // validateAgent checks req against the installed engines, the profile and
 // the vaults it names (see checkVaultIDs).
-func (s *Service) validateAgent(ctx context.Context, req *AgentRequest) error {
+func (s *Catalog) validateAgent(ctx context.Context, req *AgentRequest) error {
 	req.Name = strings.TrimSpace(req.Name)
 	if req.Name == "" || len(req.Name) > 200 {
 		return invalid("name is required (at most 200 characters)")
@@ -120,7 +120,7 @@ func (s *Service) validateAgent(ctx context.Context, req *AgentRequest) error {
 }
 
 // CreateAgent validates and stores a new Agent.
-func (s *Service) CreateAgent(ctx context.Context, req AgentRequest) (Agent, error) {
+func (s *Catalog) CreateAgent(ctx context.Context, req AgentRequest) (Agent, error) {
 	if err := s.validateAgent(ctx, &req); err != nil {
 		return Agent{}, err
 	}
@@ -135,7 +135,7 @@ func (s *Service) CreateAgent(ctx context.Context, req AgentRequest) (Agent, err
 }
 
 // GetAgent returns an Agent or AGENT_NOT_FOUND.
-func (s *Service) GetAgent(ctx context.Context, id string) (Agent, error) {
+func (s *Catalog) GetAgent(ctx context.Context, id string) (Agent, error) {
 	a, err := s.agent(ctx, id)
 	if err != nil {
 		return Agent{}, err
@@ -143,7 +143,7 @@ func (s *Service) GetAgent(ctx context.Context, id string) (Agent, error) {
 	return toAgent(a), nil
 }
 
-func (s *Service) agent(ctx context.Context, id string) (*store.Agent, error) {
+func (s *Catalog) agent(ctx context.Context, id string) (*store.Agent, error) {
 	a, err := s.st.GetAgent(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
@@ -156,7 +156,7 @@ func (s *Service) agent(ctx context.Context, id string) (*store.Agent, error) {
 
 // UpdateAgent replaces an Agent's fields; with req.Version it updates only
 // that version (VERSION_CONFLICT otherwise).
-func (s *Service) UpdateAgent(ctx context.Context, id string, req AgentRequest) (Agent, error) {
+func (s *Catalog) UpdateAgent(ctx context.Context, id string, req AgentRequest) (Agent, error) {
 	if err := s.validateAgent(ctx, &req); err != nil {
 		return Agent{}, err
 	}
@@ -190,7 +190,7 @@ func (s *Service) UpdateAgent(ctx context.Context, id string, req AgentRequest) 
 
 // DeleteAgent removes an Agent. Its Sessions stay readable; new inputs to
 // them fail with AGENT_NOT_FOUND.
-func (s *Service) DeleteAgent(ctx context.Context, id string) error {
+func (s *Catalog) DeleteAgent(ctx context.Context, id string) error {
 	err := s.st.DeleteAgent(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
@@ -203,7 +203,7 @@ func (s *Service) DeleteAgent(ctx context.Context, id string) error {
 
 // ListAgents pages Agents by id: up to limit after cursor, and the cursor
 // of the next page ("" at the end).
-func (s *Service) ListAgents(ctx context.Context, cursor string, limit int) ([]Agent, string, error) {
+func (s *Catalog) ListAgents(ctx context.Context, cursor string, limit int) ([]Agent, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}

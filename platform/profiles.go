@@ -55,7 +55,7 @@ func modelAPI(m *lifecycle.ModelEndpoint) string {
 }
 
 // RuntimeProfile returns the named profile (PROFILE_NOT_FOUND if none).
-func (s *Service) RuntimeProfile(ctx context.Context, name string) (lifecycle.Profile, error) {
+func (s *Catalog) RuntimeProfile(ctx context.Context, name string) (lifecycle.Profile, error) {
 	p, err := s.cfg.Sandboxes.LookupProfile(ctx, name)
 	if errors.Is(err, lifecycle.ErrProfileNotFound) {
 		return lifecycle.Profile{}, sandbox.Errorf(CodeProfileNotFound, "runtime profile %q not found", name)
@@ -79,7 +79,7 @@ func Redact(p lifecycle.Profile) RuntimeProfile {
 }
 
 // ListRuntimeProfiles returns every profile, redacted.
-func (s *Service) ListRuntimeProfiles(ctx context.Context) ([]RuntimeProfile, error) {
+func (s *Catalog) ListRuntimeProfiles(ctx context.Context) ([]RuntimeProfile, error) {
 	ps, err := s.cfg.Sandboxes.Profiles(ctx)
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *Service) ListRuntimeProfiles(ctx context.Context) ([]RuntimeProfile, er
 // PutRuntimeProfile validates the platform fields, seals a new model key
 // (keeping the stored one when the request sends none) and stores p; a
 // non-zero p.Version updates only that version (VERSION_CONFLICT).
-func (s *Service) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (RuntimeProfile, error) {
+func (s *Catalog) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (RuntimeProfile, error) {
 	for _, k := range p.EngineKinds {
 		if _, err := s.cfg.Engines.Get(k); err != nil {
 			return RuntimeProfile{}, sandbox.Errorf(CodeEngineNotInstalled, "engine kind %q is not installed", k)
@@ -143,7 +143,7 @@ func (s *Service) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (R
 }
 
 // DeleteRuntimeProfile removes a stored profile.
-func (s *Service) DeleteRuntimeProfile(ctx context.Context, name string) error {
+func (s *Catalog) DeleteRuntimeProfile(ctx context.Context, name string) error {
 	err := s.cfg.Sandboxes.DeleteProfile(ctx, name)
 	switch {
 	case errors.Is(err, lifecycle.ErrProfileNotFound):
@@ -155,7 +155,7 @@ func (s *Service) DeleteRuntimeProfile(ctx context.Context, name string) error {
 }
 
 // ModelKey opens the profile's sealed model key ("" when none is set).
-func (s *Service) ModelKey(p lifecycle.Profile) (string, error) {
+func (s *Catalog) ModelKey(p lifecycle.Profile) (string, error) {
 	if p.Model == nil {
 		return "", nil
 	}
@@ -172,7 +172,7 @@ func (s *Service) ModelKey(p lifecycle.Profile) (string, error) {
 // openModelKey opens p's sealed key under its bound AAD, or under the
 // legacy profile-only AAD (legacy true) for a key sealed before keys were
 // bound to their endpoint.
-func (s *Service) openModelKey(p lifecycle.Profile) (key []byte, legacy bool, err error) {
+func (s *Catalog) openModelKey(p lifecycle.Profile) (key []byte, legacy bool, err error) {
 	k, err := s.cfg.Vault.Open(p.Model.SealedKey, keyAAD(p.Name, p.Model))
 	if err == nil {
 		return k, false, nil
@@ -214,7 +214,7 @@ func (p RuntimeProfile) MarshalJSON() ([]byte, error) {
 // (a new key first in the key file) the old key can be dropped once this
 // has run; keys sealed before keys were bound to their endpoint are
 // re-sealed bound. It returns how many profiles it re-sealed.
-func (s *Service) ResealModelKeys(ctx context.Context) (int, error) {
+func (s *Catalog) ResealModelKeys(ctx context.Context) (int, error) {
 	ps, err := s.cfg.Sandboxes.Profiles(ctx)
 	if err != nil {
 		return 0, err

@@ -82,7 +82,7 @@ func nullable(s string) *string {
 }
 
 // session returns the record or SESSION_NOT_FOUND.
-func (s *Service) session(ctx context.Context, id string) (*store.Session, error) {
+func (s *Sessions) session(ctx context.Context, id string) (*store.Session, error) {
 	rec, err := s.st.GetSession(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, sandbox.Errorf(CodeSessionNotFound, "session %q not found", id)
@@ -95,7 +95,7 @@ func (s *Service) session(ctx context.Context, id string) (*store.Session, error
 
 // toSession builds the wire form, with the log head, pending inputs and
 // lease read now.
-func (s *Service) toSession(ctx context.Context, rec *store.Session) (Session, error) {
+func (s *Sessions) toSession(ctx context.Context, rec *store.Session) (Session, error) {
 	head, err := s.st.StreamHead(ctx, rec.ID)
 	if err != nil {
 		return Session{}, fmt.Errorf("session log head: %w", err)
@@ -134,8 +134,8 @@ func (s *Service) toSession(ctx context.Context, rec *store.Session) (Session, e
 // CreateSession opens a conversation with an Agent. Its runtime starts
 // building at once, so that it is ready, or nearly, when the first input
 // comes.
-func (s *Service) CreateSession(ctx context.Context, agentID, title string) (Session, error) {
-	a, err := s.agent(ctx, agentID)
+func (s *Sessions) CreateSession(ctx context.Context, agentID, title string) (Session, error) {
+	a, err := s.cat.agent(ctx, agentID)
 	if err != nil {
 		return Session{}, err
 	}
@@ -148,14 +148,12 @@ func (s *Service) CreateSession(ctx context.Context, agentID, title string) (Ses
 	if err := s.st.CreateSession(ctx, rec); err != nil {
 		return Session{}, fmt.Errorf("create session: %w", err)
 	}
-	if s.waker != nil {
-		s.waker.Wake(rec.ID)
-	}
+	s.rt.Wake(rec.ID)
 	return s.toSession(ctx, rec)
 }
 
 // GetSession returns a Session.
-func (s *Service) GetSession(ctx context.Context, id string) (Session, error) {
+func (s *Sessions) GetSession(ctx context.Context, id string) (Session, error) {
 	rec, err := s.session(ctx, id)
 	if err != nil {
 		return Session{}, err
@@ -164,7 +162,7 @@ func (s *Service) GetSession(ctx context.Context, id string) (Session, error) {
 }
 
 // ListSessions pages Sessions (of one Agent when agentID is set).
-func (s *Service) ListSessions(ctx context.Context, agentID, cursor string, limit int) ([]Session, string, error) {
+func (s *Sessions) ListSessions(ctx context.Context, agentID, cursor string, limit int) ([]Session, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
@@ -190,7 +188,7 @@ func (s *Service) ListSessions(ctx context.Context, agentID, cursor string, limi
 
 // SendInput records an input and wakes the Session's runtime. A repeated
 // clientMessageID returns the first receipt (and false for "created").
-func (s *Service) SendInput(ctx context.Context, sessionID, content, clientMessageID string) (Receipt, bool, error) {
+func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMessageID string) (Receipt, bool, error) {
 	if strings.TrimSpace(content) == "" {
 		return Receipt{}, false, invalid("content is required")
 	}
@@ -223,27 +221,22 @@ func (s *Service) SendInput(ctx context.Context, sessionID, content, clientMessa
 		// The holder of the Session's runtime may be another replica: it
 		// hears this; a local runner is woken (or started) directly.
 		s.cfg.Log.Notifier.Notify(WakeStream(sessionID))
-		if s.waker != nil {
-			s.waker.Wake(sessionID)
-		}
+		s.rt.Wake(sessionID)
 	}
 	return Receipt{InputID: got.ID, TurnID: got.TurnID, ClientMessageID: got.ClientMessageID, Seq: got.Seq, State: got.State}, !existed, nil
 }
 
 // Interrupt asks the Session to stop the reply in progress; it reports
 // whether there was one.
-func (s *Service) Interrupt(ctx context.Context, sessionID string) (bool, error) {
+func (s *Sessions) Interrupt(ctx context.Context, sessionID string) (bool, error) {
 	if _, err := s.session(ctx, sessionID); err != nil {
 		return false, err
 	}
-	if s.waker == nil {
-		return false, nil
-	}
-	return s.waker.Interrupt(ctx, sessionID)
+	return s.rt.Interrupt(ctx, sessionID)
 }
 
 // Respond answers the Session's pending interaction.
-func (s *Service) Respond(ctx context.Context, sessionID string, a engine.Answer) error {
+func (s *Sessions) Respond(ctx context.Context, sessionID string, a engine.Answer) error {
 	rec, err := s.session(ctx, sessionID)
 	if err != nil {
 		return err
@@ -258,22 +251,17 @@ func (s *Service) Respond(ctx context.Context, sessionID string, a engine.Answer
 	if pending.Kind == "question" && len(a.Answers) == 0 {
 		return invalid("answer.answers is required for a question")
 	}
-	if s.waker == nil {
-		return sandbox.Errorf(sandbox.CodeUnavailable, "no runtime")
-	}
-	return s.waker.Answer(ctx, sessionID, a)
+	return s.rt.Answer(ctx, sessionID, a)
 }
 
 // DeleteSession releases the Session's sandbox and deletes the Session
 // with its log.
-func (s *Service) DeleteSession(ctx context.Context, sessionID string) error {
+func (s *Sessions) DeleteSession(ctx context.Context, sessionID string) error {
 	if _, err := s.session(ctx, sessionID); err != nil {
 		return err
 	}
-	if s.waker != nil {
-		if err := s.waker.Release(ctx, sessionID); err != nil {
-			return err
-		}
+	if err := s.rt.Release(ctx, sessionID); err != nil {
+		return err
 	}
 	if err := s.st.DeleteSession(ctx, sessionID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete session: %w", err)

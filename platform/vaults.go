@@ -121,7 +121,7 @@ func secretAAD(vaultID string, s store.VaultSecret) string {
 
 // sealSecret validates req and returns it as stored in vault vaultID, its
 // value sealed.
-func (s *Service) sealSecret(vaultID string, req SecretRequest) (store.VaultSecret, error) {
+func (s *Catalog) sealSecret(vaultID string, req SecretRequest) (store.VaultSecret, error) {
 	if err := validSecretName(req.Name); err != nil {
 		return store.VaultSecret{}, err
 	}
@@ -168,7 +168,7 @@ func validVaultFields(req *VaultRequest) error {
 }
 
 // CreateVault validates req, seals its secrets and stores a new vault.
-func (s *Service) CreateVault(ctx context.Context, req VaultRequest) (Vault, error) {
+func (s *Catalog) CreateVault(ctx context.Context, req VaultRequest) (Vault, error) {
 	if err := validVaultFields(&req); err != nil {
 		return Vault{}, err
 	}
@@ -197,7 +197,7 @@ func (s *Service) CreateVault(ctx context.Context, req VaultRequest) (Vault, err
 }
 
 // GetVault returns a vault (VAULT_NOT_FOUND if none).
-func (s *Service) GetVault(ctx context.Context, id string) (Vault, error) {
+func (s *Catalog) GetVault(ctx context.Context, id string) (Vault, error) {
 	v, err := s.vault(ctx, id)
 	if err != nil {
 		return Vault{}, err
@@ -205,7 +205,7 @@ func (s *Service) GetVault(ctx context.Context, id string) (Vault, error) {
 	return toVault(v), nil
 }
 
-func (s *Service) vault(ctx context.Context, id string) (*store.Vault, error) {
+func (s *Catalog) vault(ctx context.Context, id string) (*store.Vault, error) {
 	v, err := s.st.GetVault(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, sandbox.Errorf(CodeVaultNotFound, "vault %q not found", id)
@@ -217,7 +217,7 @@ func (s *Service) vault(ctx context.Context, id string) (*store.Vault, error) {
 }
 
 // ListVaults pages vaults by id, as ListAgents pages Agents.
-func (s *Service) ListVaults(ctx context.Context, cursor string, limit int) ([]Vault, string, error) {
+func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]Vault, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
@@ -240,7 +240,7 @@ func (s *Service) ListVaults(ctx context.Context, cursor string, limit int) ([]V
 // UpdateVault replaces a vault's name and description (its secrets are
 // written one by one with PutSecret); with req.Version only that version
 // (VERSION_CONFLICT otherwise).
-func (s *Service) UpdateVault(ctx context.Context, id string, req VaultRequest) (Vault, error) {
+func (s *Catalog) UpdateVault(ctx context.Context, id string, req VaultRequest) (Vault, error) {
 	if err := validVaultFields(&req); err != nil {
 		return Vault{}, err
 	}
@@ -256,7 +256,7 @@ func (s *Service) UpdateVault(ctx context.Context, id string, req VaultRequest) 
 // PutSecret creates or replaces secret name of vault id (the value is
 // always sent: a destination never changes without it) and reports
 // whether it created it.
-func (s *Service) PutSecret(ctx context.Context, id, name string, req SecretRequest) (Vault, bool, error) {
+func (s *Catalog) PutSecret(ctx context.Context, id, name string, req SecretRequest) (Vault, bool, error) {
 	if req.Name != "" && req.Name != name {
 		return Vault{}, false, invalid("secret name %q in the body differs from %q in the path", req.Name, name)
 	}
@@ -280,7 +280,7 @@ func (s *Service) PutSecret(ctx context.Context, id, name string, req SecretRequ
 
 // DeleteSecret removes secret name of vault id (VAULT_SECRET_NOT_FOUND if
 // it has none).
-func (s *Service) DeleteSecret(ctx context.Context, id, name string) error {
+func (s *Catalog) DeleteSecret(ctx context.Context, id, name string) error {
 	_, err := s.changeVault(ctx, id, nil, func(v *store.Vault) (bool, error) {
 		i, found := findSecret(v.Secrets, name)
 		if !found {
@@ -296,7 +296,7 @@ func (s *Service) DeleteSecret(ctx context.Context, id, name string) error {
 // only to that version. A write that lost a race is retried on the newer
 // record unless a version was named. change returns false to store
 // nothing.
-func (s *Service) changeVault(ctx context.Context, id string, version *int64, change func(*store.Vault) (bool, error)) (Vault, error) {
+func (s *Catalog) changeVault(ctx context.Context, id string, version *int64, change func(*store.Vault) (bool, error)) (Vault, error) {
 	for {
 		v, err := s.vault(ctx, id)
 		if err != nil {
@@ -326,7 +326,7 @@ func (s *Service) changeVault(ctx context.Context, id string, version *int64, ch
 
 // DeleteVault removes a vault no Agent names (VAULT_IN_USE naming them
 // otherwise: an Agent's credentials never vanish silently).
-func (s *Service) DeleteVault(ctx context.Context, id string) error {
+func (s *Catalog) DeleteVault(ctx context.Context, id string) error {
 	if _, err := s.vault(ctx, id); err != nil {
 		return err
 	}

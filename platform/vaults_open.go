@@ -17,7 +17,7 @@ import (
 // checkVaultIDs validates an Agent's vault_ids: at most maxAgentVaults,
 // each once, each existing (VAULT_NOT_FOUND), and no environment variable
 // named by secrets of two of them.
-func (s *Service) checkVaultIDs(ctx context.Context, ids []string) error {
+func (s *Catalog) checkVaultIDs(ctx context.Context, ids []string) error {
 	if len(ids) > maxAgentVaults {
 		return invalid("vault_ids: an Agent has at most %d vaults", maxAgentVaults)
 	}
@@ -29,7 +29,7 @@ func (s *Service) checkVaultIDs(ctx context.Context, ids []string) error {
 }
 
 // vaults reads vaults ids in order; each must exist, once.
-func (s *Service) vaults(ctx context.Context, ids []string) ([]*store.Vault, error) {
+func (s *Catalog) vaults(ctx context.Context, ids []string) ([]*store.Vault, error) {
 	out := make([]*store.Vault, 0, len(ids))
 	for i, id := range ids {
 		if slices.Contains(ids[:i], id) {
@@ -66,7 +66,7 @@ func envConflicts(vs []*store.Vault) error {
 // longer listed, or the record was tampered with) with an internal error
 // naming the secret. The values are the caller's to keep from every log,
 // error and record.
-func (s *Service) OpenVaults(ctx context.Context, ids []string) ([]egress.Secret, error) {
+func (s *Catalog) OpenVaults(ctx context.Context, ids []string) ([]egress.Secret, error) {
 	vs, err := s.vaults(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (s *Service) OpenVaults(ctx context.Context, ids []string) ([]egress.Secret
 // master key with the newest one (see ResealModelKeys) and returns how
 // many it re-sealed. A secret that does not open is left as it is and
 // reported in the error after the others are done.
-func (s *Service) ResealVaultSecrets(ctx context.Context) (int, error) {
+func (s *Catalog) ResealVaultSecrets(ctx context.Context) (int, error) {
 	vs, err := s.st.ListVaults(ctx, "", 0)
 	if err != nil {
 		return 0, fmt.Errorf("list vaults: %w", err)

@@ -221,10 +221,11 @@ func (e *platformEnv) measureResume(ctx context.Context, sid string, span [2]int
 		}
 		raw = append(raw, d)
 	}
-	head, err := e.srv.Platform.Store().StreamHead(ctx, sid)
+	sess, err := e.srv.Sessions.GetSession(ctx, sid)
 	if err != nil {
 		return PlatformRow{}, fmt.Errorf("resume: log head: %w", err)
 	}
+	head := sess.LastSeq
 	ref := seriesOf("events stream after_seq", raw)
 	return PlatformRow{Scenario: "resume: after_seq → first replayed frame", Backend: e.backend,
 		Subject: seriesOf("ai-stream after_seq", ai), Reference: &ref,

@@ -30,13 +30,13 @@ func importPi(ctx context.Context, rootfs, dir string, log *slog.Logger) (func(s
 
 // setupPi stores the pi profile and an Agent of engine kind pi on it.
 func (e *platformEnv) setupPi(ctx context.Context) (string, error) {
-	_, err := e.srv.Platform.PutRuntimeProfile(ctx, lifecycle.Profile{Name: piProfile, Backend: e.backend, Image: pi.Image,
+	_, err := e.srv.Catalog.PutRuntimeProfile(ctx, lifecycle.Profile{Name: piProfile, Backend: e.backend, Image: pi.Image,
 		EngineKinds: []string{pi.Kind},
 		Model:       &lifecycle.ModelEndpoint{BaseURL: e.model.URL(), APIKey: benchModelKey, Models: []string{"bench-1"}}})
 	if err != nil {
 		return "", fmt.Errorf("bench: runtime profile %s: %w", piProfile, err)
 	}
-	a, err := e.srv.Platform.CreateAgent(ctx, platform.AgentRequest{Name: piProfile, EngineKind: pi.Kind, RuntimeProfile: piProfile,
+	a, err := e.srv.Catalog.CreateAgent(ctx, platform.AgentRequest{Name: piProfile, EngineKind: pi.Kind, RuntimeProfile: piProfile,
 		Model: "bench-1", Instructions: "Be brief.", PermissionMode: "auto"})
 	if err != nil {
 		return "", fmt.Errorf("bench: pi agent: %w", err)

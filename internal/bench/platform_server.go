@@ -169,13 +169,13 @@ func benchProvider(backend, binary, dir string, images func(string) (string, err
 // setup stores RuntimeProfile name (the env's backend, the bench model, a
 // warm pool of poolSize) and an Agent on it, and returns the agent's id.
 func (e *platformEnv) setup(ctx context.Context, name string, poolSize int) (string, error) {
-	_, err := e.srv.Platform.PutRuntimeProfile(ctx, lifecycle.Profile{Name: name, Backend: e.backend, PoolSize: poolSize,
+	_, err := e.srv.Catalog.PutRuntimeProfile(ctx, lifecycle.Profile{Name: name, Backend: e.backend, PoolSize: poolSize,
 		EngineKinds: []string{"astrabox"},
 		Model:       &lifecycle.ModelEndpoint{BaseURL: e.model.URL(), APIKey: benchModelKey, Models: []string{"bench-1"}}})
 	if err != nil {
 		return "", fmt.Errorf("bench: runtime profile %s: %w", name, err)
 	}
-	a, err := e.srv.Platform.CreateAgent(ctx, platform.AgentRequest{Name: name, EngineKind: "astrabox", RuntimeProfile: name,
+	a, err := e.srv.Catalog.CreateAgent(ctx, platform.AgentRequest{Name: name, EngineKind: "astrabox", RuntimeProfile: name,
 		Model: "bench-1", Instructions: "Be brief.", PermissionMode: "auto"})
 	if err != nil {
 		return "", fmt.Errorf("bench: agent on %s: %w", name, err)

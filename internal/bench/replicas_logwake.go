@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/postgres"
+	"github.com/astrabox/astrabox/store/streamlog"
 )
 
-// logPoll is the follower's poll of the log-layer rows: stream.Log's
+// logPoll is the follower's poll of the log-layer rows: streamlog.Log's
 // default, which the server uses.
 const logPoll = time.Second
 
@@ -45,11 +45,11 @@ func measureLogWake(ctx context.Context, dsn string, n int) (PlatformRow, error)
 		return PlatformRow{}, err
 	}
 	defer nb.Close()
-	notified, err := logWake(ctx, &stream.Log{Store: a, Notifier: na}, &stream.Log{Store: b, Notifier: nb, Poll: logPoll}, "bench-wake-notify", n)
+	notified, err := logWake(ctx, &streamlog.Log{Store: a, Notifier: na}, &streamlog.Log{Store: b, Notifier: nb, Poll: logPoll}, "bench-wake-notify", n)
 	if err != nil {
 		return PlatformRow{}, fmt.Errorf("log wake with LISTEN/NOTIFY: %w", err)
 	}
-	polled, err := logWake(ctx, &stream.Log{Store: a, Notifier: stream.NewLocal()}, &stream.Log{Store: b, Notifier: stream.NewLocal(), Poll: logPoll},
+	polled, err := logWake(ctx, &streamlog.Log{Store: a, Notifier: streamlog.NewLocal()}, &streamlog.Log{Store: b, Notifier: streamlog.NewLocal(), Poll: logPoll},
 		"bench-wake-poll", n)
 	if err != nil {
 		return PlatformRow{}, fmt.Errorf("log wake by polling: %w", err)
@@ -57,14 +57,14 @@ func measureLogWake(ctx context.Context, dsn string, n int) (PlatformRow, error)
 	ref := seriesOf("poll fallback only", polled)
 	return PlatformRow{Scenario: "log append via store A → follower via store B", Backend: "postgres",
 		Subject: seriesOf("LISTEN/NOTIFY", notified), Reference: &ref,
-		Note: fmt.Sprintf("stream.Log on two pools of one database, commit → receipt; the reference polls every %v and hears no "+
+		Note: fmt.Sprintf("streamlog.Log on two pools of one database, commit → receipt; the reference polls every %v and hears no "+
 			"notification (serve has no setting for it: this is the fallback a lost notification leaves)", logPoll)}, nil
 }
 
 // logWake appends n entries to stream through w, one at a time, and
 // returns for each the time from its commit to its receipt by a follower
 // through f.
-func logWake(ctx context.Context, w, f *stream.Log, name string, n int) ([]time.Duration, error) {
+func logWake(ctx context.Context, w, f *streamlog.Log, name string, n int) ([]time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type receipt struct {

@@ -21,14 +21,6 @@ func inSandboxLayer(pkg string) bool {
 	return false
 }
 
-// sandboxLayerExceptions are the imports of platform/ that the sandbox
-// layer still makes, by importer: the durable stream log, which both
-// layers use and which belongs below both. An entry goes when its import
-// does; none may be added.
-var sandboxLayerExceptions = map[string]string{
-	"lifecycle": "platform/stream",
-}
-
 // implementation reports whether pkg is a concrete backend or store: what
 // wiring chooses and builds.
 func implementation(pkg string) bool {
@@ -74,7 +66,6 @@ func serverPackage(pkg string) bool {
 // stores; the SDK (client/...) imports no server package.
 func TestLayering(t *testing.T) {
 	pkgs := imports(t)
-	seen := map[string]bool{}
 	for pkg, imps := range pkgs {
 		for _, imp := range imps {
 			if !strings.HasPrefix(imp, module+"/") {
@@ -82,11 +73,7 @@ func TestLayering(t *testing.T) {
 			}
 			local := strings.TrimPrefix(imp, module+"/")
 			if inSandboxLayer(pkg) && under(local, "platform") {
-				if sandboxLayerExceptions[pkg] == local {
-					seen[pkg] = true
-				} else {
-					t.Errorf("%s (sandbox layer) imports %s (agent platform)", pkg, local)
-				}
+				t.Errorf("%s (sandbox layer) imports %s (agent platform)", pkg, local)
 			}
 			if implementation(local) && !wires(pkg) && !under(pkg, local) {
 				t.Errorf("%s imports the implementation %s: only the wiring packages may", pkg, local)
@@ -94,11 +81,6 @@ func TestLayering(t *testing.T) {
 			if under(pkg, "client") && serverPackage(local) {
 				t.Errorf("%s (the SDK) imports the server package %s", pkg, local)
 			}
-		}
-	}
-	for pkg, imp := range sandboxLayerExceptions {
-		if !seen[pkg] {
-			t.Errorf("%s no longer imports %s: remove its entry from sandboxLayerExceptions", pkg, imp)
 		}
 	}
 }

@@ -22,9 +22,9 @@ import (
 	"github.com/astrabox/astrabox/platform/engine/astrabox"
 	"github.com/astrabox/astrabox/platform/engine/pi"
 	"github.com/astrabox/astrabox/platform/runner"
-	"github.com/astrabox/astrabox/platform/stream"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/streamlog"
 	"github.com/astrabox/astrabox/vault"
 )
 
@@ -67,7 +67,7 @@ type Config struct {
 	// Notifier wakes log followers (Sessions' logs, sandboxes' state
 	// events) and runtime holders; across replicas it must reach them all
 	// (PostgreSQL's LISTEN/NOTIFY). Default: in-process.
-	Notifier stream.Notifier
+	Notifier streamlog.Notifier
 	// Egress is the egress proxy the backends route network limited
 	// through; Sessions whose Agent has vaults get their secrets delivered
 	// by it (nil: such Sessions fail to start with
@@ -86,8 +86,11 @@ type Config struct {
 // Server is a wired AstraBox server.
 type Server struct {
 	Sandboxes *lifecycle.Service
-	Platform  *platform.Service
-	Runners   *runner.Manager
+	// Catalog keeps Agents, RuntimeProfiles' platform fields, vaults and
+	// model keys; Sessions is the Session front that drives Runners.
+	Catalog  *platform.Catalog
+	Sessions *platform.Sessions
+	Runners  *runner.Manager
 	// Handler serves the whole HTTP API.
 	Handler *api.Server
 
@@ -128,31 +131,38 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.SessionLimits.Validate(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
-		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
-		Holder: cfg.Holder, Limits: cfg.Limits.WithDefaults(HostLimits("")), Egress: cfg.Egress, Vault: cfg.Vault})
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Notifier == nil {
-		cfg.Notifier = stream.NewLocal()
+		cfg.Notifier = streamlog.NewLocal()
 	}
 	// One durable log for Sessions and sandbox state events alike: its
 	// notifier wakes their followers on every replica.
-	log := &stream.Log{Store: cfg.Store, Notifier: cfg.Notifier}
-	svc.SetEventLog(log)
-	plat, err := platform.New(platform.Config{Store: cfg.Store, Sandboxes: svc, Engines: cfg.Engines, Vault: cfg.Vault,
-		Log: log, Logger: cfg.Logger.With("component", "platform")})
+	log := &streamlog.Log{Store: cfg.Store, Notifier: cfg.Notifier}
+	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
+		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
+		Holder: cfg.Holder, Limits: cfg.Limits.WithDefaults(HostLimits("")), Egress: cfg.Egress, Vault: cfg.Vault,
+		EventLog: log})
 	if err != nil {
 		return nil, err
 	}
-	runners := runner.New(runner.Config{Platform: plat, Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL, Egress: cfg.Egress,
+	// The catalog first, then the runners that read it, then the Session
+	// front that drives them: no part needs one made after it.
+	cat, err := platform.NewCatalog(platform.CatalogConfig{Store: cfg.Store, Sandboxes: svc, Engines: cfg.Engines,
+		Vault: cfg.Vault, Logger: cfg.Logger.With("component", "platform")})
+	if err != nil {
+		return nil, err
+	}
+	runners := runner.New(runner.Config{Catalog: cat, Store: cfg.Store, Sandboxes: svc, Log: log, Notifier: cfg.Notifier,
+		Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL, Egress: cfg.Egress,
 		IdleTimeout: cfg.SessionIdleTimeout, Limits: cfg.SessionLimits, Logger: cfg.Logger.With("component", "runner")})
-	plat.SetWaker(runners)
-	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Platform: plat, APIKeyHash: cfg.APIKeyHash,
+	sessions, err := platform.NewSessions(platform.SessionsConfig{Store: cfg.Store, Catalog: cat, Log: log, Runtimes: runners,
+		Logger: cfg.Logger.With("component", "platform")})
+	if err != nil {
+		return nil, err
+	}
+	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Catalog: cat, Sessions: sessions, APIKeyHash: cfg.APIKeyHash,
 		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, EndpointDomain: cfg.EndpointDomain, Logger: cfg.Logger, Holder: cfg.Holder,
 		MetricsRequireKey: cfg.MetricsRequireKey, BodyReadTimeout: cfg.HTTP.withDefaults().BodyReadTimeout})
-	return &Server{Sandboxes: svc, Platform: plat, Runners: runners, Handler: handler, cfg: cfg}, nil
+	return &Server{Sandboxes: svc, Catalog: cat, Sessions: sessions, Runners: runners, Handler: handler, cfg: cfg}, nil
 }
 
 // Start runs the reconciler, the idempotency sweeper, and re-attaches the
@@ -166,12 +176,12 @@ func (s *Server) Start(ctx context.Context) error {
 	} else if n > 0 {
 		s.cfg.Logger.Info("credential vaults handed to the egress proxy", "sandboxes", n)
 	}
-	if n, err := s.Platform.ResealModelKeys(ctx); err != nil {
+	if n, err := s.Catalog.ResealModelKeys(ctx); err != nil {
 		s.cfg.Logger.Warn("re-seal model keys under the newest master key", "err", err)
 	} else if n > 0 {
 		s.cfg.Logger.Info("model keys re-sealed under the newest master key", "profiles", n)
 	}
-	if n, err := s.Platform.ResealVaultSecrets(ctx); err != nil {
+	if n, err := s.Catalog.ResealVaultSecrets(ctx); err != nil {
 		s.cfg.Logger.Warn("re-seal vault secrets under the newest master key", "secrets", n, "err", err)
 	} else if n > 0 {
 		s.cfg.Logger.Info("vault secrets re-sealed under the newest master key", "secrets", n)

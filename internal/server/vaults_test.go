@@ -240,7 +240,7 @@ func TestVaultKeyRotation(t *testing.T) {
 	only, _ := vault.New(newKey)
 	h.Ring = only
 	h.restart()
-	got, err := h.Server.Platform.OpenVaults(context.Background(), []string{v.ID})
+	got, err := h.Server.Catalog.OpenVaults(context.Background(), []string{v.ID})
 	if err != nil || len(got) != 2 || got[0].Name != "A_KEY" || got[0].Value != realSecret || got[0].Host != "a.test" || got[0].Format != "Bearer {value}" {
 		t.Fatalf("opened %d secrets, %v", len(got), err)
 	}
@@ -250,7 +250,7 @@ func TestVaultKeyRotation(t *testing.T) {
 	if err := h.Store.UpdateVault(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Server.Platform.OpenVaults(context.Background(), []string{v.ID}); err == nil || strings.Contains(err.Error(), realSecret) {
+	if _, err := h.Server.Catalog.OpenVaults(context.Background(), []string{v.ID}); err == nil || strings.Contains(err.Error(), realSecret) {
 		t.Fatalf("a moved sealed value opened (or the error holds it): %v", err)
 	}
 }

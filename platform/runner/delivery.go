@@ -71,10 +71,10 @@ func (r *runner) planDelivery(ctx context.Context, a *store.Agent, backend strin
 	if eg.CA() == nil {
 		return nil, unsupported("the egress proxy has no CA to terminate TLS with")
 	}
-	if p, ok := r.m.p.Sandboxes().Backends()[backend]; ok && !p.Capabilities().Has(sandbox.CapNetworkLimited) {
+	if p, ok := r.m.cfg.Sandboxes.Backends()[backend]; ok && !p.Capabilities().Has(sandbox.CapNetworkLimited) {
 		return nil, unsupported("backend %s does not offer network limited, which routes a box through the egress proxy", backend)
 	}
-	secrets, err := r.m.p.OpenVaults(ctx, a.VaultIDs)
+	secrets, err := r.m.cfg.Catalog.OpenVaults(ctx, a.VaultIDs)
 	if err != nil {
 		return nil, err
 	}

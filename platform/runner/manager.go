@@ -25,7 +25,15 @@ import (
 
 // Config configures a Manager.
 type Config struct {
-	Platform *platform.Service
+	// Catalog, Store, Sandboxes, Log and Notifier are required: what the
+	// runners read (Agents, profiles, engines, keys, vaults), the records
+	// they keep, the sandboxes they run programs in, the log they record
+	// output on, and the wake-ups they hear and send.
+	Catalog   Catalog
+	Store     Store
+	Sandboxes Sandboxes
+	Log       Log
+	Notifier  Notifier
 	// Holder names this replica in leases (its advertised URL).
 	Holder string
 	// LeaseTTL is a Session lease's lifetime (default 10 s), renewed every
@@ -51,11 +59,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Manager runs the runners of this replica. It implements platform.Waker.
+// Manager runs the runners of this replica. It implements
+// platform.Runtimes.
 type Manager struct {
 	cfg  Config
-	p    *platform.Service
-	st   store.Store
+	st   Store
 	log  *slog.Logger
 	ctx  context.Context
 	stop context.CancelFunc
@@ -88,11 +96,11 @@ func New(cfg Config) *Manager {
 	}
 	cfg.Limits = cfg.Limits.Or(DefaultLimits)
 	ctx, stop := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, p: cfg.Platform, st: cfg.Platform.Store(), log: cfg.Logger, ctx: ctx, stop: stop, runners: map[string]*runner{},
+	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Logger, ctx: ctx, stop: stop, runners: map[string]*runner{},
 		draining: make(chan struct{})}
 }
 
-// Wake implements platform.Waker: it starts the Session's runner if none
+// Wake implements platform.Runtimes: it starts the Session's runner if none
 // runs here, and pokes it.
 func (m *Manager) Wake(sessionID string) {
 	m.mu.Lock()
@@ -137,7 +145,7 @@ func (m *Manager) get(sessionID string) *runner {
 	return m.runners[sessionID]
 }
 
-// Interrupt implements platform.Waker.
+// Interrupt implements platform.Runtimes.
 func (m *Manager) Interrupt(ctx context.Context, sessionID string) (bool, error) {
 	r := m.get(sessionID)
 	if r == nil {
@@ -161,7 +169,7 @@ func (m *Manager) Interrupt(ctx context.Context, sessionID string) (bool, error)
 	}
 }
 
-// Answer implements platform.Waker.
+// Answer implements platform.Runtimes.
 func (m *Manager) Answer(ctx context.Context, sessionID string, a engine.Answer) error {
 	r := m.get(sessionID)
 	if r == nil {
@@ -185,7 +193,7 @@ func (m *Manager) Answer(ctx context.Context, sessionID string, a engine.Answer)
 	}
 }
 
-// Release implements platform.Waker: it stops the Session's runner and
+// Release implements platform.Runtimes: it stops the Session's runner and
 // deletes its sandbox.
 func (m *Manager) Release(ctx context.Context, sessionID string) error {
 	if r := m.get(sessionID); r != nil {
@@ -204,7 +212,7 @@ func (m *Manager) Release(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("release session: %w", err)
 	}
 	if rec.SandboxID != "" {
-		if err := m.p.Sandboxes().Delete(ctx, rec.SandboxID, "session deleted"); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		if err := m.cfg.Sandboxes.Delete(ctx, rec.SandboxID, "session deleted"); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
 			return fmt.Errorf("release session sandbox: %w", err)
 		}
 	}
@@ -258,7 +266,7 @@ func (m *Manager) Close() {
 	if len(rs) > 0 {
 		// Their leases are released: the other replicas take the
 		// Sessions over now rather than at their next sweep.
-		m.p.Log().Notifier.Notify(releasedStream)
+		m.cfg.Notifier.Notify(releasedStream)
 	}
 }
 
@@ -274,7 +282,7 @@ const releasedStream = "runners:released"
 func (m *Manager) Sweep(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	released, stop := m.p.Log().Notifier.Subscribe(releasedStream)
+	released, stop := m.cfg.Notifier.Subscribe(releasedStream)
 	defer stop()
 	for {
 		select {

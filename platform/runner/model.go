@@ -41,7 +41,7 @@ func (r *runner) startModel(ctx context.Context, rt *runtime, prof lifecycle.Pro
 	if prof.Model == nil || prof.Model.BaseURL == "" {
 		return fmt.Errorf("runtime profile %q has no model endpoint", prof.Name)
 	}
-	key, err := r.m.p.ModelKey(prof)
+	key, err := r.m.cfg.Catalog.ModelKey(prof)
 	if err != nil {
 		return err
 	}

@@ -126,7 +126,7 @@ func (r *runner) lost(ctx context.Context, reason string) error {
 	r.turn = nil
 	if boxID != "" {
 		del, cancel := context.WithTimeout(ctx, time.Minute)
-		err := r.m.p.Sandboxes().Delete(del, boxID, "session runtime lost")
+		err := r.m.cfg.Sandboxes.Delete(del, boxID, "session runtime lost")
 		cancel()
 		if err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
 			r.log.Warn("delete lost runtime's sandbox", "sandbox_id", boxID, "err", err)
@@ -191,7 +191,7 @@ func (r *runner) releaseIdle(ctx context.Context) error {
 	}
 	boxID := r.rt.box.ID
 	r.closeRuntime()
-	if err := r.m.p.Sandboxes().Delete(ctx, boxID, "session idle"); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+	if err := r.m.cfg.Sandboxes.Delete(ctx, boxID, "session idle"); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
 		r.log.Warn("delete idle session's sandbox", "sandbox_id", boxID, "err", err)
 	}
 	r.log.Info("idle session runtime released", "sandbox_id", boxID)

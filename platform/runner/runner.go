@@ -250,7 +250,7 @@ func (r *runner) step() (bool, error) {
 func (r *runner) wait(ctx context.Context) (bool, error) {
 	idle := time.NewTimer(r.idleTimeout())
 	defer idle.Stop()
-	remote, stop := r.m.p.Log().Notifier.Subscribe(platform.WakeStream(r.id))
+	remote, stop := r.m.cfg.Notifier.Subscribe(platform.WakeStream(r.id))
 	defer stop()
 	draining := r.m.draining
 	// The safety net for a lost notification of an input accepted on
@@ -391,7 +391,7 @@ func (r *runner) setState(ctx context.Context, state, reason string, more func(*
 // append writes entries fenced by the runner's lease, counting them in
 // the Session's log bytes.
 func (r *runner) append(ctx context.Context, entries ...store.LogEntry) ([]store.LogEntry, error) {
-	out, err := r.m.p.Log().Append(ctx, r.id, r.epoch, entries...)
+	out, err := r.m.cfg.Log.Append(ctx, r.id, r.epoch, entries...)
 	if err == nil {
 		r.logBytes += entryBytes(entries)
 	}

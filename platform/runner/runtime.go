@@ -68,7 +68,7 @@ type batch struct {
 
 // execd returns an execd client for a sandbox through its backend.
 func (r *runner) execd(ctx context.Context, box *store.Sandbox) (*execdclient.Client, error) {
-	svc := r.m.p.Sandboxes()
+	svc := r.m.cfg.Sandboxes
 	tok, err := svc.AccessToken(ctx, box)
 	if err != nil {
 		return nil, err
@@ -79,18 +79,18 @@ func (r *runner) execd(ctx context.Context, box *store.Sandbox) (*execdclient.Cl
 
 // resolve reads the Session's current Agent, profile and adapter.
 func (r *runner) resolve(ctx context.Context, sess *store.Session) (*store.Agent, lifecycle.Profile, engine.Adapter, error) {
-	a, err := r.m.st.GetAgent(ctx, sess.AgentID)
+	a, err := r.m.cfg.Catalog.Agent(ctx, sess.AgentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, lifecycle.Profile{}, nil, sandbox.Errorf(platform.CodeAgentNotFound, "agent %q no longer exists", sess.AgentID)
 	}
 	if err != nil {
 		return nil, lifecycle.Profile{}, nil, err
 	}
-	prof, err := r.m.p.RuntimeProfile(ctx, a.RuntimeProfile)
+	prof, err := r.m.cfg.Catalog.RuntimeProfile(ctx, a.RuntimeProfile)
 	if err != nil {
 		return nil, lifecycle.Profile{}, nil, err
 	}
-	ad, err := r.m.p.Engines().Get(a.EngineKind)
+	ad, err := r.m.cfg.Catalog.Engine(a.EngineKind)
 	if err != nil {
 		return nil, lifecycle.Profile{}, nil, sandbox.Errorf(platform.CodeEngineNotInstalled, "engine kind %q is not installed", a.EngineKind)
 	}
@@ -114,7 +114,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 	if len(a.VaultIDs) > 0 {
 		req.Backend = prof.Backend
 		if req.Backend == "" {
-			req.Backend = r.m.p.Sandboxes().DefaultBackend()
+			req.Backend = r.m.cfg.Sandboxes.DefaultBackend()
 		}
 		if deliv, err = r.planDelivery(ctx, a, req.Backend, nil); err != nil {
 			return err
@@ -122,7 +122,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		np := deliveryPolicy(prof.Network, deliv.secrets)
 		req.Env, req.Network = deliv.env(), &np
 	}
-	box, err := r.m.p.Sandboxes().Create(ctx, req)
+	box, err := r.m.cfg.Sandboxes.Create(ctx, req)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
@@ -131,7 +131,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		if !ok {
 			del, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_ = r.m.p.Sandboxes().Delete(del, box.ID, "runtime build failed")
+			_ = r.m.cfg.Sandboxes.Delete(del, box.ID, "runtime build failed")
 		}
 	}()
 	ex, err := r.execd(ctx, box)
@@ -153,7 +153,7 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		}
 		rt.rec.Secrets = deliv.placeholders()
 	}
-	if p, ok := r.m.p.Sandboxes().Backends()[box.Backend]; ok && p.Capabilities().Isolation == sandbox.IsolationNone {
+	if p, ok := r.m.cfg.Sandboxes.Backends()[box.Backend]; ok && p.Capabilities().Isolation == sandbox.IsolationNone {
 		rt.rec.ModelListen = ""
 	}
 	if err := r.startModel(ctx, rt, prof); err != nil {
@@ -212,7 +212,7 @@ func (r *runner) attach(ctx context.Context, sess *store.Session) error {
 	if err := json.Unmarshal(sess.Runtime, &rec); err != nil || rec.CommandID == "" {
 		return errors.New("no runtime record")
 	}
-	box, err := r.m.p.Sandboxes().Get(ctx, sess.SandboxID)
+	box, err := r.m.cfg.Sandboxes.Get(ctx, sess.SandboxID)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: %w", sess.SandboxID, err)
 	}
@@ -367,7 +367,7 @@ func (r *runner) closeRuntime() {
 	if r.releaseRT.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = r.m.p.Sandboxes().Delete(ctx, rt.box.ID, "session released")
+		_ = r.m.cfg.Sandboxes.Delete(ctx, rt.box.ID, "session released")
 	}
 }
 

@@ -74,7 +74,7 @@ func parsePayload(p string) (origin, key string, ok bool) {
 }
 
 // Notifier wakes followers of log streams across every replica sharing
-// the database; it has the method set of platform/stream's Notifier.
+// the database; it has the method set of store/streamlog's Notifier.
 // Wake-ups carry no data and may be merged or lost (notifications sent
 // while the listening connection is down never arrive), so a woken
 // follower re-reads the store and still polls as the safety net.

@@ -12,12 +12,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/astrabox/astrabox/internal/wait"
-	"github.com/astrabox/astrabox/platform/stream"
-	"github.com/astrabox/astrabox/platform/stream/notifiertest"
 	"github.com/astrabox/astrabox/store/postgres"
+	"github.com/astrabox/astrabox/store/streamlog"
+	"github.com/astrabox/astrabox/store/streamlog/notifiertest"
 )
 
-// Notifier has the method set of platform/stream's Notifier (spelled out
+// Notifier has the method set of store/streamlog's Notifier (spelled out
 // here: the store does not depend on the platform).
 var _ interface {
 	Notify(stream string)
@@ -112,7 +112,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 // TestNotifierConformance runs the notifier suite on two replicas of one
 // fresh database (a new database for each test of the suite).
 func TestNotifierConformance(t *testing.T) {
-	notifiertest.Run(t, func(t *testing.T) (stream.Notifier, stream.Notifier) {
+	notifiertest.Run(t, func(t *testing.T) (streamlog.Notifier, streamlog.Notifier) {
 		dsn := freshDatabase(t)
 		_, a := replica(t, dsn, "replica_a")
 		_, b := replica(t, dsn, "replica_b")

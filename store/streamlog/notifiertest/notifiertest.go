@@ -1,4 +1,4 @@
-// Package notifiertest is the conformance suite every stream.Notifier
+// Package notifiertest is the conformance suite every streamlog.Notifier
 // passes, the in-process one and the one that crosses replicas alike: a
 // Notify wakes the stream's subscribers (at once on its own notifier, soon
 // on the others), wake-ups coalesce to one pending, other streams are not
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/astrabox/astrabox/platform/stream"
+	"github.com/astrabox/astrabox/store/streamlog"
 )
 
 // Deadline bounds every wait for a wake-up the suite expects; it is a
@@ -23,7 +23,7 @@ const Deadline = 30 * time.Second
 // Pair returns two notifiers that share wake-ups, as two replicas on one
 // database do (a single-process notifier returns itself twice). Both stay
 // usable until t ends.
-type Pair func(t *testing.T) (a, b stream.Notifier)
+type Pair func(t *testing.T) (a, b streamlog.Notifier)
 
 // Run runs the suite against the notifiers pair makes (a new pair for
 // each test).

@@ -1,4 +1,4 @@
-package stream_test
+package streamlog_test
 
 import (
 	"context"
@@ -7,19 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/astrabox/astrabox/platform/stream"
-	"github.com/astrabox/astrabox/platform/stream/notifiertest"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/sqlite"
+	"github.com/astrabox/astrabox/store/streamlog"
+	"github.com/astrabox/astrabox/store/streamlog/notifiertest"
 )
 
-func open(t *testing.T) *stream.Log {
+func open(t *testing.T) *streamlog.Log {
 	st, err := sqlite.Open(context.Background(), t.TempDir()+"/s.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return &stream.Log{Store: st, Notifier: stream.NewLocal(), Poll: time.Hour}
+	return &streamlog.Log{Store: st, Notifier: streamlog.NewLocal(), Poll: time.Hour}
 }
 
 func entry(i int) store.LogEntry {
@@ -70,8 +70,8 @@ func TestFollowSeesEveryAppendOnce(t *testing.T) {
 // TestLocalNotifier runs the notifier suite on the in-process notifier
 // (one server: both "replicas" are the same notifier).
 func TestLocalNotifier(t *testing.T) {
-	notifiertest.Run(t, func(*testing.T) (stream.Notifier, stream.Notifier) {
-		n := stream.NewLocal()
+	notifiertest.Run(t, func(*testing.T) (streamlog.Notifier, streamlog.Notifier) {
+		n := streamlog.NewLocal()
 		return n, n
 	})
 }

@@ -1,9 +1,10 @@
-// Package stream is the durable per-stream log the platform writes and its
-// readers follow: appends go to the store (gap-free seqs, fenced by a lease
+// Package streamlog is the durable per-stream log that the agent platform
+// (Sessions' output) and the lifecycle service (sandbox state events)
+// write and their readers follow: appends go to the store (gap-free seqs, fenced by a lease
 // epoch) and then wake followers through a Notifier; a follower reads
 // after its cursor, then waits for a notification or a poll tick (the
 // safety net for notifications lost, e.g. on a database reconnect).
-package stream
+package streamlog
 
 import (
 	"context"
