@@ -80,7 +80,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"image", "rm", "--data-dir", data, "other"}, 0, []string{"removed other"}, "", "rm"},
 		{[]string{"image", "rm", "--data-dir", data, "other"}, 1, nil, "IMAGE_NOT_FOUND", "rm again"},
 		{[]string{"image", "prune", "--data-dir", data}, 0, []string{"deleted 1 old image versions"}, "", "prune"},
-		{[]string{"image", "frobnicate"}, 1, nil, "unknown command", "unknown"},
+		{[]string{"image", "frobnicate"}, 2, nil, "unknown command", "unknown (a usage error)"},
 		{[]string{"image"}, 0, []string{"usage: astrabox image"}, "", "help"},
 	}
 	for _, tt := range tests {
