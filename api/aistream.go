@@ -83,39 +83,24 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	follow := r.URL.Query().Get("follow") == "session"
-	entries, err := s.sess.ReadLog(ctx, id, 0)
+	var start platform.ReplyStart
+	switch {
+	case hasAfter:
+		start, err = s.sess.ResumeReply(ctx, id, n)
+		if err == nil && !start.Found && !follow {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	case follow:
+		start, err = s.sess.ActiveReply(ctx, id)
+	default:
+		err = sandbox.Errorf(platform.CodeInvalid, "give after_seq (resume) or follow=session")
+	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	var head int64
-	if len(entries) > 0 {
-		head = entries[len(entries)-1].Seq
-	}
-	replies := platform.Replies(entries)
-	var (
-		reply platform.Reply
-		found bool
-		from  int64 // follow the log after this seq
-	)
-	switch {
-	case hasAfter:
-		reply, found = platform.ResumePoint(replies, n)
-		if !found && !follow {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		from = max(n, head)
-	case follow:
-		reply, found = platform.ActiveReply(replies)
-		from = head
-	default:
-		writeError(w, sandbox.Errorf(platform.CodeInvalid, "give after_seq (resume) or follow=session"))
-		return
-	}
-	if found {
-		from = reply.Start - 1
-	}
+	reply, from := start.Reply, start.After
 	w.Header().Set("x-vercel-ai-ui-message-stream", "v1")
 	sw := sse.NewWriter(w)
 	sw.Flush()

@@ -129,7 +129,7 @@ func cookieHasDomain(setCookie string) bool {
 // on the shared origin (403): a box's worker would control the console.
 const CodeServiceWorkerRefused sandbox.Code = "SERVICE_WORKER_REFUSED"
 
-func init() { RegisterStatus(CodeServiceWorkerRefused, http.StatusForbidden) }
+func init() { sandbox.RegisterStatus(CodeServiceWorkerRefused, http.StatusForbidden) }
 
 // refuseServiceWorker answers, and reports true, when r is a browser's
 // fetch of a service worker script, which the shared origin never serves.

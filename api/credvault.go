@@ -145,7 +145,7 @@ func vaultError(w http.ResponseWriter, err error) {
 	if rec := recorderOf(w); rec != nil {
 		rec.err = err
 	}
-	http.Error(w, string(code)+": "+msg, statusOf(code))
+	http.Error(w, string(code)+": "+msg, sandbox.StatusOf(code))
 }
 
 // decodeVaultBody reads a JSON body into v strictly: no unknown fields,

@@ -155,7 +155,7 @@ func (s *Server) decodeEgressBody(w http.ResponseWriter, r *http.Request, v any,
 	}
 	if err != nil {
 		if text {
-			http.Error(w, sandbox.MessageOf(err), statusOf(sandbox.CodeOf(err)))
+			http.Error(w, sandbox.MessageOf(err), sandbox.StatusOf(sandbox.CodeOf(err)))
 		} else {
 			writeError(w, err)
 		}
@@ -169,7 +169,7 @@ func (s *Server) decodeEgressBody(w http.ResponseWriter, r *http.Request, v any,
 // are plain text, as the specification has them.
 func (s *Server) serveEgressAPI(w http.ResponseWriter, r *http.Request, id string) {
 	textError := func(err error) {
-		http.Error(w, sandbox.MessageOf(err), statusOf(sandbox.CodeOf(err)))
+		http.Error(w, sandbox.MessageOf(err), sandbox.StatusOf(sandbox.CodeOf(err)))
 	}
 	status := func(np sandbox.NetworkPolicy) {
 		w.Header().Set("Content-Type", "application/json")

@@ -73,56 +73,17 @@ func TestStatusOfEveryCode(t *testing.T) {
 		CodeServiceWorkerRefused:         403,
 	}
 	for code, status := range want {
-		if got := statusOf(code); got != status {
-			t.Errorf("statusOf(%s) = %d, want %d", code, got, status)
+		if got := sandbox.StatusOf(code); got != status {
+			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)
 		}
 	}
-	statuses.RLock()
-	for code := range statuses.byCode {
+	for code := range sandbox.Statuses() {
 		if _, ok := want[code]; !ok {
 			t.Errorf("code %s is registered but has no row in this test", code)
 		}
 	}
-	statuses.RUnlock()
-	if got := statusOf("NO_SUCH_CODE"); got != http.StatusInternalServerError {
+	if got := sandbox.StatusOf("NO_SUCH_CODE"); got != http.StatusInternalServerError {
 		t.Errorf("an unregistered code: %d, want 500", got)
-	}
-}
-
-func TestRegisterStatus(t *testing.T) {
-	const code sandbox.Code = "TEST_ONLY_CODE"
-	t.Cleanup(func() {
-		statuses.Lock()
-		delete(statuses.byCode, code)
-		statuses.Unlock()
-	})
-	RegisterStatus(code, http.StatusTeapot)
-	RegisterStatus(code, http.StatusTeapot) // again, the same: a no-op
-	if got := statusOf(code); got != http.StatusTeapot {
-		t.Fatalf("statusOf = %d", got)
-	}
-	tests := []struct {
-		name   string
-		code   sandbox.Code
-		status int
-	}{
-		{"another status for a registered code", code, http.StatusConflict},
-		{"a success status", "TEST_OTHER", http.StatusOK},
-		{"no status", "TEST_OTHER", 0},
-		{"no code", "", http.StatusBadRequest},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic")
-				}
-			}()
-			RegisterStatus(tt.code, tt.status)
-		})
-	}
-	if got := statusOf(code); got != http.StatusTeapot {
-		t.Fatalf("a refused registration changed the status: %d", got)
 	}
 }
 

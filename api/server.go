@@ -273,7 +273,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError answers with err's code, the status the registry gives it
-// (see RegisterStatus) and its client-safe message (sandbox.MessageOf):
+// (sandbox.StatusOf) and its client-safe message (sandbox.MessageOf):
 // never the text of a wrapped internal error, and for INTERNAL_ERROR only
 // "internal error". err itself (Error(): the full chain) is kept for the
 // request's log line when w is the server's recorder.
@@ -286,7 +286,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if rec := recorderOf(w); rec != nil {
 		rec.err = err
 	}
-	writeJSON(w, statusOf(code), ErrorResponse{Code: string(code), Message: msg})
+	writeJSON(w, sandbox.StatusOf(code), ErrorResponse{Code: string(code), Message: msg})
 }
 
 // recorderOf finds the server's statusRecorder under w's wrappers, or nil.

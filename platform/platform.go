@@ -18,8 +18,8 @@ import (
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// The platform's error codes (PLATFORM.md) and their HTTP statuses, which
-// the API layer adds to its table.
+// The platform's error codes (PLATFORM.md); their HTTP statuses are
+// registered in the one table (sandbox.RegisterStatus) with the package.
 const (
 	CodeAgentNotFound      sandbox.Code = "AGENT_NOT_FOUND"
 	CodeSessionNotFound    sandbox.Code = "SESSION_NOT_FOUND"
@@ -37,8 +37,10 @@ const (
 	CodeDeliveryUnsupported sandbox.Code = "PROTECTED_DELIVERY_UNSUPPORTED"
 )
 
-// StatusByCode maps the platform's codes to HTTP statuses.
-var StatusByCode = map[sandbox.Code]int{
+func init() { sandbox.RegisterStatuses(statusByCode) }
+
+// statusByCode are the HTTP statuses of the platform's codes.
+var statusByCode = map[sandbox.Code]int{
 	CodeAgentNotFound:       http.StatusNotFound,
 	CodeSessionNotFound:     http.StatusNotFound,
 	CodeProfileNotFound:     http.StatusNotFound,

@@ -11,9 +11,8 @@ import (
 type Code string
 
 // Error codes shared by execd and the lifecycle API. The names that OpenSandbox
-// defines keep their OpenSandbox spelling so its SDKs recognise them. Which
-// HTTP status carries a code is the serving layer's business: the API's
-// table is in package api, execd's in execd/wire.
+// defines keep their OpenSandbox spelling so its SDKs recognise them. The
+// HTTP status that carries each code is in the one table of status.go.
 const (
 	CodeInvalidRequest      Code = "INVALID_REQUEST_BODY"
 	CodeMissingQuery        Code = "MISSING_QUERY"

@@ -193,6 +193,14 @@ type Streams interface {
 	ReadStream(ctx context.Context, stream string, afterSeq, limit int64) ([]LogEntry, error)
 	// StreamHead returns the stream's last seq (0 when empty or unknown).
 	StreamHead(ctx context.Context, stream string) (int64, error)
+	// LastOfType returns the stream's last entry of type typ with Seq <=
+	// atOrBefore, read through an index on (stream, type, seq): one entry,
+	// however long the stream. ok is false (and no error) when there is
+	// none, or the stream is unknown.
+	LastOfType(ctx context.Context, stream, typ string, atOrBefore int64) (e LogEntry, ok bool, err error)
+	// NextOfType returns the stream's first entry of type typ with Seq >
+	// after, through the same index; ok false when none.
+	NextOfType(ctx context.Context, stream, typ string, after int64) (e LogEntry, ok bool, err error)
 	// LastSource returns the largest Source of the stream's entries (0
 	// when none has one).
 	LastSource(ctx context.Context, stream string) (int64, error)

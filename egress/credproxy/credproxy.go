@@ -25,7 +25,7 @@ import (
 )
 
 // Error codes of the credential proxy, with their HTTP statuses in
-// StatusByCode (the API registers them). The wire strings name
+// statusByCode (registered in the one table, sandbox.RegisterStatus). The wire strings name
 // OpenSandbox's resource, the Credential Vault.
 const (
 	// CodeNotEnabled: the sandbox was not created with
@@ -47,11 +47,13 @@ const (
 	CodeBindingNotFound    sandbox.Code = "CREDENTIAL_BINDING_NOT_FOUND"
 )
 
-// StatusByCode are the HTTP statuses of the credential proxy's codes. A
+func init() { sandbox.RegisterStatuses(statusByCode) }
+
+// statusByCode are the HTTP statuses of the credential proxy's codes. A
 // mutation that adds a name the Set has, or replaces or deletes one it
 // lacks, is sandbox.CodeConflict (409): it was written against another
 // revision.
-var StatusByCode = map[sandbox.Code]int{
+var statusByCode = map[sandbox.Code]int{
 	CodeNotEnabled:         http.StatusPreconditionFailed,
 	CodeUnavailable:        http.StatusPreconditionFailed,
 	CodeNotFound:           http.StatusNotFound,

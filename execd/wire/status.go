@@ -6,42 +6,41 @@ import (
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// statusByCode is execd's own code → HTTP status table: the codes the
-// in-box daemon answers with. It is part of execd's wire contract, so the
-// daemon (which answers with these statuses) and its client (which reports
-// them for errors that arrive inside a stream) read the same table. The
-// server's API layer keeps its own table (package api); execd never
-// imports it.
-var statusByCode = map[sandbox.Code]int{
-	sandbox.CodeInvalidRequest:      http.StatusBadRequest,
-	sandbox.CodeMissingQuery:        http.StatusBadRequest,
-	sandbox.CodeInvalidPath:         http.StatusBadRequest,
-	sandbox.CodeInvalidFileMetadata: http.StatusBadRequest,
-	sandbox.CodeUnauthorized:        http.StatusUnauthorized,
-	sandbox.CodeNotFound:            http.StatusNotFound,
-	sandbox.CodeFileNotFound:        http.StatusNotFound,
-	sandbox.CodeCommandNotFound:     http.StatusNotFound,
-	sandbox.CodeSessionNotFound:     http.StatusNotFound,
-	sandbox.CodeContextNotFound:     http.StatusNotFound,
-	sandbox.CodeSandboxNotFound:     http.StatusNotFound,
-	sandbox.CodeConflict:            http.StatusConflict,
-	sandbox.CodeAlreadyExists:       http.StatusConflict,
-	sandbox.CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
-	sandbox.CodeRangeNotSatisfiable: http.StatusRequestedRangeNotSatisfiable,
-	sandbox.CodeUploadVerification:  http.StatusUnprocessableEntity,
-	sandbox.CodeTooManyRequests:     http.StatusTooManyRequests,
-	sandbox.CodeNotSupported:        http.StatusNotImplemented,
-	sandbox.CodeUpstreamUnreachable: http.StatusBadGateway,
-	sandbox.CodeUnavailable:         http.StatusServiceUnavailable,
-	sandbox.CodeRuntime:             http.StatusInternalServerError,
-	sandbox.CodeInternal:            http.StatusInternalServerError,
+// answered are the codes the in-box daemon answers with. It is part of
+// execd's wire contract, so the daemon (which answers with their statuses)
+// and its client (which reports them for errors that arrive inside a
+// stream) read the same set; the statuses themselves are the sandbox
+// contract's one table (sandbox.StatusOf).
+var answered = map[sandbox.Code]bool{
+	sandbox.CodeInvalidRequest:      true,
+	sandbox.CodeMissingQuery:        true,
+	sandbox.CodeInvalidPath:         true,
+	sandbox.CodeInvalidFileMetadata: true,
+	sandbox.CodeUnauthorized:        true,
+	sandbox.CodeNotFound:            true,
+	sandbox.CodeFileNotFound:        true,
+	sandbox.CodeCommandNotFound:     true,
+	sandbox.CodeSessionNotFound:     true,
+	sandbox.CodeContextNotFound:     true,
+	sandbox.CodeSandboxNotFound:     true,
+	sandbox.CodeConflict:            true,
+	sandbox.CodeAlreadyExists:       true,
+	sandbox.CodePayloadTooLarge:     true,
+	sandbox.CodeRangeNotSatisfiable: true,
+	sandbox.CodeUploadVerification:  true,
+	sandbox.CodeTooManyRequests:     true,
+	sandbox.CodeNotSupported:        true,
+	sandbox.CodeUpstreamUnreachable: true,
+	sandbox.CodeUnavailable:         true,
+	sandbox.CodeRuntime:             true,
+	sandbox.CodeInternal:            true,
 }
 
-// StatusOf is the HTTP status execd answers code with; codes execd does
-// not answer map to 500.
+// StatusOf is the HTTP status execd answers code with: the table's status
+// for a code execd answers, 500 for any other.
 func StatusOf(code sandbox.Code) int {
-	if st, ok := statusByCode[code]; ok {
-		return st
+	if answered[code] {
+		return sandbox.StatusOf(code)
 	}
 	return http.StatusInternalServerError
 }

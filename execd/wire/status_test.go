@@ -43,7 +43,7 @@ func TestStatusOf(t *testing.T) {
 			t.Errorf("StatusOf(%s) = %d, want %d", tt.code, got, tt.want)
 		}
 	}
-	if len(statusByCode) != len(tests)-2 {
-		t.Errorf("the table has %d codes and this test %d: give a new code its row", len(statusByCode), len(tests)-2)
+	if len(answered) != len(tests)-2 {
+		t.Errorf("execd answers %d codes and this test lists %d: give a new code its row", len(answered), len(tests)-2)
 	}
 }

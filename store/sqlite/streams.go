@@ -127,3 +127,36 @@ func (st *Store) LastSource(ctx context.Context, stream string) (int64, error) {
 	}
 	return source, nil
 }
+
+// LastOfType returns the stream's last entry of type typ with Seq <=
+// atOrBefore (ok false when none), one row through
+// stream_entries_type_idx.
+func (st *Store) LastOfType(ctx context.Context, stream, typ string, atOrBefore int64) (store.LogEntry, bool, error) {
+	return st.entryOfType(ctx, `SELECT seq, type, turn_id, input_id, message_id, payload, source, at
+		FROM stream_entries WHERE stream = ? AND type = ? AND seq <= ? ORDER BY seq DESC LIMIT 1`, stream, typ, atOrBefore)
+}
+
+// NextOfType returns the stream's first entry of type typ with Seq >
+// after (ok false when none), one row through stream_entries_type_idx.
+func (st *Store) NextOfType(ctx context.Context, stream, typ string, after int64) (store.LogEntry, bool, error) {
+	return st.entryOfType(ctx, `SELECT seq, type, turn_id, input_id, message_id, payload, source, at
+		FROM stream_entries WHERE stream = ? AND type = ? AND seq > ? ORDER BY seq LIMIT 1`, stream, typ, after)
+}
+
+// entryOfType runs query, which selects at most one entry.
+func (st *Store) entryOfType(ctx context.Context, query string, args ...any) (store.LogEntry, bool, error) {
+	var (
+		e       store.LogEntry
+		payload []byte
+		at      int64
+	)
+	err := st.r.QueryRowContext(ctx, query, args...).Scan(&e.Seq, &e.Type, &e.TurnID, &e.InputID, &e.MessageID, &payload, &e.Source, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.LogEntry{}, false, nil
+	}
+	if err != nil {
+		return store.LogEntry{}, false, fmt.Errorf("find stream entry: %w", err)
+	}
+	e.Payload, e.At = payload, fromMicros(at)
+	return e, true, nil
+}

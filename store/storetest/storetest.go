@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AcceptInputRace", testAcceptInputRace},
 		{"StreamAppend", testStreamAppend},
 		{"StreamConcurrentAppend", testStreamConcurrentAppend},
+		{"StreamEntryOfType", testStreamEntryOfType},
 		{"LeaseFencing", testLeaseFencing},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseRace", testLeaseRace},

@@ -218,3 +218,56 @@ func testStreamConcurrentAppend(t *testing.T, st store.Store) {
 		t.Errorf("last source = %d, %v; want %d", src, err, each-1)
 	}
 }
+
+// testStreamEntryOfType finds entries of one type before and after a seq,
+// in one stream only.
+func testStreamEntryOfType(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	entries := []store.LogEntry{
+		{Type: "open", TurnID: "t1", At: t0},                                              // 1
+		{Type: "part", TurnID: "t1", Payload: json.RawMessage(`{"n":1}`), At: t0},         // 2
+		{Type: "close", TurnID: "t1", At: t0},                                             // 3
+		{Type: "open", TurnID: "t2", InputID: "in-2", MessageID: "m2", Source: 4, At: t0}, // 4
+		{Type: "part", TurnID: "t2", At: t0},                                              // 5
+	}
+	if _, err := st.Append(ctx, "s", 0, entries); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, "other", 0, []store.LogEntry{{Type: "close", TurnID: "x", At: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	want := func(i int) store.LogEntry { e := entries[i-1]; e.Seq = int64(i); return e }
+	tests := []struct {
+		name   string
+		find   func() (store.LogEntry, bool, error)
+		wantAt int // 0: none
+	}{
+		{"last open at or before 5", func() (store.LogEntry, bool, error) { return st.LastOfType(ctx, "s", "open", 5) }, 4},
+		{"last open at or before 4 (at)", func() (store.LogEntry, bool, error) { return st.LastOfType(ctx, "s", "open", 4) }, 4},
+		{"last open at or before 3", func() (store.LogEntry, bool, error) { return st.LastOfType(ctx, "s", "open", 3) }, 1},
+		{"last open at or before 0", func() (store.LogEntry, bool, error) { return st.LastOfType(ctx, "s", "open", 0) }, 0},
+		{"next close after 0", func() (store.LogEntry, bool, error) { return st.NextOfType(ctx, "s", "close", 0) }, 3},
+		{"next close after 3 (not at)", func() (store.LogEntry, bool, error) { return st.NextOfType(ctx, "s", "close", 3) }, 0},
+		{"next open after 1", func() (store.LogEntry, bool, error) { return st.NextOfType(ctx, "s", "open", 1) }, 4},
+		{"a type the stream lacks", func() (store.LogEntry, bool, error) { return st.NextOfType(ctx, "s", "nothing", 0) }, 0},
+		{"an unknown stream", func() (store.LogEntry, bool, error) { return st.LastOfType(ctx, "none", "open", 100) }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := tt.find()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantAt == 0 {
+				if ok {
+					t.Fatalf("found %+v, want none", got)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("none, want entry %d", tt.wantAt)
+			}
+			checkEntries(t, []store.LogEntry{got}, []store.LogEntry{want(tt.wantAt)})
+		})
+	}
+}
