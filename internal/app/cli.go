@@ -88,7 +88,7 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 		meta = &pairFlag{}
 		fs.Var(meta, "label", "only with metadata key=value (repeatable)")
 	case "renew":
-		expires = fs.Duration("for", time.Hour, "new lifetime from now")
+		expires = fs.Duration("for", time.Hour, "lifetime from now; an expiry already later is kept")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -193,12 +193,10 @@ func runSandbox(ctx context.Context, args []string, stdio IO, env Env) error {
 		if err != nil {
 			return err
 		}
-		at, err := c.Renew(ctx, id, time.Now().Add(*expires), client.CreateOptions{})
-		if err != nil {
-			return err
+		if *expires <= 0 {
+			return fmt.Errorf("sandbox renew: --for %s: give a positive duration such as 2h", *expires)
 		}
-		fmt.Fprintln(out, at.Local().Format(time.RFC3339))
-		return nil
+		return renewAtLeast(ctx, c, id, time.Now().Add(*expires), out, stdio.Stderr)
 	case "endpoint":
 		if len(rest) != 2 {
 			return errors.New("usage: astrabox sandbox endpoint ID PORT")

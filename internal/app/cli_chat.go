@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/astrabox/astrabox/client"
@@ -72,6 +75,9 @@ type chatLoop struct {
 	prompt      bool            // stdin is a terminal: show "> "
 	ended       map[string]bool // turns seen ending
 	own         map[string]bool // client_message_ids this chat sent
+	// lost is set while the event stream is being reconnected: the loss
+	// was told once, and the next event tells that it is back.
+	lost bool
 }
 
 // open finds or creates the Session; a continued one shows its latest
@@ -198,9 +204,17 @@ func (l *chatLoop) run(ctx context.Context, presses, quit <-chan struct{}) error
 // question, the awaited turn's end brings the prompt back.
 func (l *chatLoop) handle(m chatMsg) {
 	if r := m.reconnect; r != nil {
-		l.view.lineStart()
-		fmt.Fprintf(l.stdio.Stderr, "[connection lost: %s; reconnecting after seq %d]\n", visible(fmt.Sprint(r.Err)), r.AfterSeq)
+		if !l.lost {
+			l.lost = true
+			l.view.lineStart()
+			fmt.Fprintf(l.stdio.Stderr, "[connection lost: %s; reconnecting]\n", lostCause(r.Err))
+		}
 		return
+	}
+	if l.lost {
+		l.lost = false
+		l.view.lineStart()
+		fmt.Fprintln(l.stdio.Stderr, "[reconnected]")
 	}
 	e := *m.ev
 	switch e.Type {
@@ -394,4 +408,33 @@ func (l *chatLoop) bye() error {
 	}
 	fmt.Fprintf(l.stdio.Stderr, "continue with: astrabox chat --session %s\n", l.sid)
 	return nil
+}
+
+// maxCauseBytes bounds the reason a lost connection is shown with.
+const maxCauseBytes = 80
+
+// lostCause says in a few words, on one line, why the event stream
+// ended: the innermost reason of a failed request (not the URL, which
+// the user knows), an error answer's code, a refused connection as a
+// question about the server.
+func lostCause(err error) string {
+	var ae *client.APIError
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return "the stream ended"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused (is the server running?)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the server closed the stream"
+	case errors.As(err, &ae):
+		return fmt.Sprintf("HTTP %d %s", ae.Status, ae.Code)
+	case errors.As(err, &ue):
+		err = ue.Err
+	}
+	s := strings.Join(strings.Fields(visible(err.Error())), " ")
+	if len(s) > maxCauseBytes {
+		s = strings.ToValidUTF8(s[:maxCauseBytes], "") + "…"
+	}
+	return s
 }

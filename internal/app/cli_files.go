@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -15,18 +13,19 @@ import (
 
 type execdEvent = execdclient.Event
 
-// runCp is `astrabox cp SRC DST` where exactly one side is ID:PATH.
+// runCp is `astrabox cp SRC DST` where exactly one side is ID:PATH; see
+// copier for what is copied where.
 func runCp(ctx context.Context, args []string, stdio IO, env Env) error {
 	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	var conn connFlags
 	conn.register(fs, env)
-	maxSize := fs.String("max-size", "1GiB", "largest file to copy out of a box (suffixes KiB, MiB, GiB; 0: no limit)")
+	maxSize := fs.String("max-size", "1GiB", "largest file to copy out of a box, per file (suffixes KiB, MiB, GiB; 0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		return errors.New("usage: astrabox cp [--max-size SIZE] LOCAL ID:PATH | astrabox cp ID:PATH LOCAL (- is stdin/stdout)")
+		return errors.New("usage: astrabox cp [--max-size SIZE] LOCAL ID:PATH | astrabox cp ID:PATH LOCAL (- is stdin/stdout; directories are copied whole)")
 	}
 	// A box decides what its files hold, and a sparse file can declare
 	// any size: what comes out is bounded unless the caller says 0.
@@ -47,47 +46,30 @@ func runCp(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
+	id := sid
 	if dremote {
-		x, err := c.Execd(ctx, did)
-		if err != nil {
-			return err
-		}
-		in := stdio.Stdin
-		opts := execdclient.UploadOptions{}
-		if src != "-" {
-			f, err := os.Open(src)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			fi, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			size := fi.Size()
-			opts.Size = &size
-			opts.Mode, _ = strconv.Atoi(strconv.FormatUint(uint64(fi.Mode().Perm()), 8))
-			in = f
-		}
-		return x.Upload(ctx, dpath, in, opts)
+		id = did
 	}
-	x, err := c.Execd(ctx, sid)
+	x, err := c.Execd(ctx, id)
 	if err != nil {
 		return err
 	}
-	if dst == "-" {
-		return copyOut(ctx, x, spath, stdio.Stdout, nil, limit)
+	cp := &copier{x: x, limit: limit, stderr: stdio.Stderr}
+	if dremote {
+		if src == "-" {
+			return cp.stdinTo(ctx, stdio.Stdin, dpath)
+		}
+		err = cp.in(ctx, src, dpath)
+	} else {
+		if dst == "-" {
+			return cp.toStdout(ctx, spath, stdio.Stdout)
+		}
+		err = cp.out(ctx, spath, dst)
 	}
-	f, err := os.Create(dst)
-	if err != nil {
-		return err
+	if err == nil && cp.skipped > 0 {
+		err = fmt.Errorf("cp: %d entries not copied (symbolic links or special files; named above)", cp.skipped)
 	}
-	if err := copyOut(ctx, x, spath, f, f, limit); err != nil {
-		f.Close()
-		_ = os.Remove(dst) // nothing half-copied left behind
-		return err
-	}
-	return f.Close()
+	return err
 }
 
 // splitRemote splits "ID:PATH"; a local path has no colon before its

@@ -113,9 +113,11 @@ func TestCLIProfileAndAgent(t *testing.T) {
 		stderr []string
 	}{
 		{"put, key from the environment", append([]string{"profile", "put", "test", "--model-key-env", "MY_MODEL_KEY", "--idle-timeout", "10m",
-			"--network", "unrestricted", "--pool-size", "0"}, model...), 0, []string{"test (version 1)", "key set"}, nil},
+			"--network", "unrestricted", "--pool-size", "0"}, model...), 0, []string{"test (version 1)", "idle release 10m0s", "key set"}, nil},
 		{"put, key as a flag", append([]string{"profile", "put", "test", "--model-key", servertest.ModelKey, "--idle-timeout", "600"}, model...),
 			0, []string{"test (version 2)", "[fake-1,fake-2], key set"}, nil},
+		{"put, no idle timeout", []string{"profile", "put", "quick", "--model-url", env.Model.URL()}, 0,
+			[]string{"quick (version 1) idle release: the server's default for Sessions"}, nil},
 		{"put, a model name without an endpoint", []string{"profile", "put", "bad", "--models", "m"}, 1, nil, []string{"need --model-url"}},
 		{"put, an unset key variable", append([]string{"profile", "put", "bad", "--model-key-env", "UNSET"}, model...), 1, nil, []string{"$UNSET is empty"}},
 		{"ls", []string{"profile", "ls"}, 0, []string{"NAME", "test", "fake-1,fake-2", "set"}, nil},

@@ -51,7 +51,7 @@ func runProfileVerb(ctx context.Context, verb string, args []string, stdio IO, e
 		fs.StringVar(&f.keyEnv, "model-key-env", "", "read the endpoint's API key from this environment variable")
 		fs.Var(&f.models, "models", "comma-separated model names Agents may use (default: any)")
 		fs.Var(&f.engineKinds, "engine-kinds", "comma-separated agent programs that may use the profile (default: any)")
-		fs.StringVar(&f.idleTimeout, "idle-timeout", "", "release an idle sandbox after this long (10m, or seconds)")
+		fs.StringVar(&f.idleTimeout, "idle-timeout", "", "release an idle sandbox after this long (10m, or seconds); unset or 0: an agent Session's box gets the server's default (30m), a plain sandbox none")
 		fs.IntVar(&f.poolSize, "pool-size", 0, "ready sandboxes to keep warm")
 		fs.Int64Var(&f.version, "if-version", 0, "replace only this version of the profile (VERSION_CONFLICT otherwise)")
 		fs.BoolVar(&f.persistentWorkspace, "persistent-workspace", false, "keep /workspace across the profile's sandboxes")
@@ -192,7 +192,10 @@ func parseSeconds(v string) (int64, error) {
 }
 
 // describeProfile is a one-line summary of a stored profile (which never
-// holds the key).
+// holds the key), with when an idle Session's box is released: after the
+// profile's idle timeout, or else after the server's default (30 minutes
+// unless the server is configured otherwise; the box is deleted and the
+// next message brings a new one).
 func describeProfile(p client.RuntimeProfile) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (version %d)", p.Name, p.Version)
@@ -201,6 +204,11 @@ func describeProfile(p client.RuntimeProfile) string {
 	}
 	if p.Image != "" {
 		fmt.Fprintf(&b, " image %s", p.Image)
+	}
+	if p.IdleTimeoutSeconds > 0 {
+		fmt.Fprintf(&b, " idle release %s", time.Duration(p.IdleTimeoutSeconds)*time.Second)
+	} else {
+		b.WriteString(" idle release: the server's default for Sessions")
 	}
 	if p.Model != nil {
 		fmt.Fprintf(&b, " model %s", p.Model.BaseURL)

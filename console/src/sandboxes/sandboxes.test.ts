@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Sandbox, SandboxState } from "../api/types";
-import { actionsFor } from "./actions";
+import type { Client } from "../api/client";
+import { actionsFor, renewTarget, runAction } from "./actions";
 import { merge } from "./useSandboxes";
 import { baseName, join, parent } from "./paths";
 
@@ -11,6 +12,9 @@ const box = (state: SandboxState, at = "2026-12-01T10:00:00Z"): Sandbox => ({
   createdAt: at,
 });
 
+const now = new Date("2026-12-01T10:00:00Z");
+const expiring = (state: SandboxState, expiresAt?: string): Sandbox => ({ ...box(state), expiresAt });
+
 describe("sandboxes", () => {
   it.each<[SandboxState, string[]]>([
     ["Running", ["pause", "renew", "delete"]],
@@ -18,8 +22,29 @@ describe("sandboxes", () => {
     ["Pending", ["delete"]],
     ["Failed", ["delete"]],
     ["Terminated", []],
-  ])("offers for %s: %j", (state, want) => {
-    expect(actionsFor(box(state))).toEqual(want);
+  ])("offers for %s, expiring in ten minutes: %j", (state, want) => {
+    expect(actionsFor(expiring(state, "2026-12-01T10:10:00Z"), now)).toEqual(want);
+  });
+
+  it.each<[string, string | undefined, string | null]>([
+    ["expiring in ten minutes", "2026-12-01T10:10:00Z", "2026-12-01T11:00:00.000Z"],
+    ["already expired", "2026-12-01T09:00:00Z", "2026-12-01T11:00:00.000Z"],
+    ["expiring in two hours", "2026-12-01T12:00:00Z", null],
+    ["expiring in exactly an hour", "2026-12-01T11:00:00Z", null],
+    ["never expiring", undefined, null],
+  ])("renew never shortens a box %s", (_, expiresAt, want) => {
+    const s = expiring("Running", expiresAt);
+    expect(renewTarget(s, now)?.toISOString() ?? null).toBe(want);
+    expect(actionsFor(s, now).includes("renew")).toBe(want !== null);
+  });
+
+  it("refuses a renew that would shorten a box without asking the server", async () => {
+    const calls: string[] = [];
+    const client = { renewSandbox: (id: string) => (calls.push(id), Promise.resolve({ expiresAt: "" })) } as unknown as Client;
+    await expect(runAction(client, expiring("Running", "2026-12-01T12:00:00Z"), "renew", now)).rejects.toThrow("more than an hour");
+    await expect(runAction(client, expiring("Running"), "renew", now)).rejects.toThrow("never expires");
+    await runAction(client, expiring("Running", "2026-12-01T10:10:00Z"), "renew", now);
+    expect(calls).toEqual(["b1"]);
   });
 
   it("takes a newer state from an event, not an older one", () => {
