@@ -13,6 +13,7 @@ import (
 	"github.com/astrabox/astrabox/egress"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform/modelapi"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -27,8 +28,8 @@ const maxModelRequest = 32 << 20
 // (egress.Secret.Holds) and egress.Inject swaps it for the key, as the
 // egress proxy does for vault secrets.
 type modelProxy struct {
-	secrets []egress.Secret // one: the model key (Value "" when the profile has none)
-	routes  []modelRoute    // what the box may call: the profile's model API's routes
+	secrets []egress.Secret  // one: the model key (Value "" when the profile has none)
+	routes  []modelapi.Route // what the box may call: the profile's model API's routes
 	base    string
 	host    string // base's host name, to which the key may go
 	client  *http.Client
@@ -54,10 +55,7 @@ func (r *runner) startModel(ctx context.Context, rt *runtime, prof lifecycle.Pro
 	if err != nil {
 		return fmt.Errorf("open model tunnel: %w", err)
 	}
-	routes, ok := modelRoutes[prof.Model.API]
-	if !ok {
-		routes = modelRoutes[""]
-	}
+	routes := modelapi.Routes(prof.Model.API)
 	mp := &modelProxy{routes: routes, base: base, host: strings.ToLower(u.Hostname()), client: r.m.cfg.ModelClient, ln: ln}
 	mp.secrets = []egress.Secret{{Name: "model", Placeholder: rt.rec.Placeholder, Value: key, Host: mp.host, Format: "Bearer {value}"}}
 	mp.srv = &http.Server{Handler: mp, ReadHeaderTimeout: 30 * time.Second}
@@ -78,7 +76,7 @@ func modelError(w http.ResponseWriter, status int, msg string) {
 }
 
 // ServeHTTP forwards one model request: only the routes of the profile's
-// model API (modelRoutes), with the path forwarded exactly as checked; the
+// model API (modelapi.Routes), with the path forwarded exactly as checked; the
 // answer goes back scrubbed of the key, so an endpoint that echoes the
 // request cannot hand the box the credential it never holds.
 func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -86,7 +84,7 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		modelError(w, http.StatusUnauthorized, "invalid session credential")
 		return
 	}
-	rest, err := allowedModelPath(req, mp.routes)
+	rest, err := modelapi.AllowedPath(req, mp.routes)
 	if err != nil {
 		modelError(w, http.StatusNotFound, err.Error())
 		return

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/platform/modelapi"
 )
 
 const (
@@ -49,7 +50,7 @@ func newTestModelProxy(t *testing.T, h http.HandlerFunc) (*modelProxy, *upstream
 	u, _ := url.Parse(up.URL)
 	mp := &modelProxy{
 		secrets: []egress.Secret{{Name: "model", Placeholder: testPlaceholder, Value: testModelKey, Host: u.Hostname(), Format: "Bearer {value}"}},
-		routes:  modelRoutes["openai-chat"],
+		routes:  modelapi.Routes("openai-chat"),
 		base:    up.URL + "/v1",
 		host:    u.Hostname(),
 		client:  up.Client(),
