@@ -199,6 +199,9 @@ type Store interface {
 	Streams
 	NativeStates
 	Executions
+	Users
+	APIKeys
+	Audit
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error
