@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -145,7 +146,7 @@ func refuseServiceWorker(w http.ResponseWriter, r *http.Request) bool {
 	if byBrowser {
 		w.Header().Set("Clear-Site-Data", `"storage"`)
 	}
-	writeError(w, sandbox.Errorf(CodeServiceWorkerRefused,
+	httpx.WriteError(w, sandbox.Errorf(CodeServiceWorkerRefused,
 		"service workers are not served on the console's origin; serve the sandbox on an endpoint domain (astrabox serve --endpoint-domain)"))
 	return true
 }
@@ -216,7 +217,7 @@ func (s *Server) endpointHostProxy(w http.ResponseWriter, r *http.Request) {
 	label, _ := s.endpointLabel(r.Host)
 	portStr, id, ok := strings.Cut(label, "-")
 	if _, err := parsePort(portStr); !ok || err != nil || id == "" || strings.Contains(id, ".") {
-		writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox endpoint at %q: endpoint hosts are {port}-{sandboxId}.%s", r.Host, s.epHost))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox endpoint at %q: endpoint hosts are {port}-{sandboxId}.%s", r.Host, s.epHost))
 		return
 	}
 	r.SetPathValue("id", id)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/egress/credproxy"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -66,9 +67,9 @@ func (s *Server) serveCredentialVault(w http.ResponseWriter, r *http.Request, id
 		}
 		switch {
 		case kind == "credentials" && !named:
-			writeJSON(w, http.StatusOK, v.CredentialList())
+			httpx.WriteJSON(w, http.StatusOK, v.CredentialList())
 		case kind == "bindings" && !named:
-			writeJSON(w, http.StatusOK, v.BindingList())
+			httpx.WriteJSON(w, http.StatusOK, v.BindingList())
 		case kind == "credentials":
 			m, err := v.CredentialMetadata(name)
 			answer(w, m, err)
@@ -91,7 +92,7 @@ func (s *Server) vaultRoot(w http.ResponseWriter, r *http.Request, id string) {
 			vaultError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v.State())
+		httpx.WriteJSON(w, http.StatusOK, v.State())
 	case http.MethodPost:
 		var req credproxy.CreateRequest
 		if !s.decodeVaultBody(w, r, &req) {
@@ -102,7 +103,7 @@ func (s *Server) vaultRoot(w http.ResponseWriter, r *http.Request, id string) {
 			vaultError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, v.State())
+		httpx.WriteJSON(w, http.StatusCreated, v.State())
 	case http.MethodPatch:
 		var m credproxy.Mutation
 		if !s.decodeVaultBody(w, r, &m) {
@@ -113,7 +114,7 @@ func (s *Server) vaultRoot(w http.ResponseWriter, r *http.Request, id string) {
 			vaultError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v.State())
+		httpx.WriteJSON(w, http.StatusOK, v.State())
 	case http.MethodDelete:
 		if err := s.svc.DeleteCredentialVault(ctx, id); err != nil {
 			vaultError(w, err)
@@ -129,22 +130,20 @@ func answer[T any](w http.ResponseWriter, v T, err error) {
 		vaultError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	httpx.WriteJSON(w, http.StatusOK, v)
 }
 
 // vaultError answers err in plain text: its code, then its client-safe
 // message (for INTERNAL_ERROR only "internal error"; err itself goes to
-// the request's log line, as writeError does). No vault error carries a
-// value.
+// the request's log line, as httpx.WriteError does). No vault error
+// carries a value.
 func vaultError(w http.ResponseWriter, err error) {
 	code := sandbox.CodeOf(err)
 	msg := sandbox.MessageOf(err)
 	if code == sandbox.CodeInternal {
 		msg = "internal error"
 	}
-	if rec := recorderOf(w); rec != nil {
-		rec.err = err
-	}
+	httpx.RecordError(w, err)
 	http.Error(w, string(code)+": "+msg, sandbox.StatusOf(code))
 }
 
@@ -152,7 +151,7 @@ func vaultError(w http.ResponseWriter, err error) {
 // one value. Its errors name the offset or the field, never the body's
 // content.
 func (s *Server) decodeVaultBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err == nil {
 		err = decodeStrict(body, v)
 		clear(body)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -97,10 +98,10 @@ func (s *Server) egressRoutes() {
 func (s *Server) getNetworkPolicy(w http.ResponseWriter, r *http.Request) {
 	np, err := s.svc.NetworkPolicy(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, egress.ToWire(np))
+	httpx.WriteJSON(w, http.StatusOK, egress.ToWire(np))
 }
 
 // patchNetworkPolicy merges rules (a JSON array of NetworkRule) as the
@@ -114,10 +115,10 @@ func (s *Server) patchNetworkPolicy(w http.ResponseWriter, r *http.Request) {
 		return egress.Merge(cur, rules)
 	})
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, egress.ToWire(np))
+	httpx.WriteJSON(w, http.StatusOK, egress.ToWire(np))
 }
 
 // putNetworkPolicy replaces the policy of a limited sandbox (defaultAction
@@ -129,35 +130,35 @@ func (s *Server) putNetworkPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	want, err := toNetworkPolicy(p)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if want.Mode != sandbox.NetworkLimited {
-		writeError(w, sandbox.Errorf(sandbox.CodeCapability, "a policy of network %s cannot replace one at run time: give defaultAction deny, or allow with deny rules", want.Mode))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeCapability, "a policy of network %s cannot replace one at run time: give defaultAction deny, or allow with deny rules", want.Mode))
 		return
 	}
 	np, err := s.svc.UpdateNetworkPolicy(r.Context(), r.PathValue("id"), func(sandbox.NetworkPolicy) (sandbox.NetworkPolicy, error) {
 		return want, nil
 	})
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, egress.ToWire(np))
+	httpx.WriteJSON(w, http.StatusOK, egress.ToWire(np))
 }
 
 // decodeEgressBody reads a JSON body into v; text says to answer errors
 // in plain text, as the egress API does.
 func (s *Server) decodeEgressBody(w http.ResponseWriter, r *http.Request, v any, text bool) bool {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err == nil {
-		err = decodeBytes(body, v)
+		err = httpx.DecodeBytes(body, v)
 	}
 	if err != nil {
 		if text {
 			http.Error(w, sandbox.MessageOf(err), sandbox.StatusOf(sandbox.CodeOf(err)))
 		} else {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 		}
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/egress/credproxy"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
@@ -112,7 +113,7 @@ func TestWriteErrorKeepsInternalTextOut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs strings.Builder
 			s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil)), mux: http.NewServeMux()}
-			s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { writeError(w, tt.err) })
+			s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { httpx.WriteError(w, tt.err) })
 			w := httptest.NewRecorder()
 			s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/x", nil))
 			body, _ := io.ReadAll(w.Body)

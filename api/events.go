@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/sandbox"
@@ -28,7 +29,7 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "after must be a non-negative event sequence number"))
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "after must be a non-negative event sequence number"))
 			return
 		}
 		after = n
@@ -40,11 +41,11 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.svc.Get(r.Context(), id); err != nil {
 		past, perr := s.svc.Events(r.Context(), id, after)
 		if perr != nil {
-			writeError(w, perr)
+			httpx.WriteError(w, perr)
 			return
 		}
 		if len(past) == 0 {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
 	}

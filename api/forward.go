@@ -4,15 +4,15 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
 
 // HeaderForwarded marks a request one replica forwarded to another; a
 // forwarded request is never forwarded again.
-const HeaderForwarded = "X-AstraBox-Forwarded-By"
+const HeaderForwarded = httpx.HeaderForwarded
 
 // forwardElsewhere serves a request about a box on a backend instance this
 // replica does not serve (another host's native backend) by forwarding it
@@ -26,17 +26,17 @@ func (s *Server) forwardElsewhere(w http.ResponseWriter, r *http.Request, rec *s
 	}
 	holder, err := s.svc.ReconcileHolder(ctx, rec.Instance)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return true
 	}
 	if holder == "" || holder == s.cfg.Holder || r.Header.Get(HeaderForwarded) != "" {
-		writeError(w, sandbox.Errorf(sandbox.CodeUnavailable,
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnavailable,
 			"sandbox %s lives on backend instance %s, which this server does not serve, and no live replica serves it now", rec.ID, rec.Instance))
 		return true
 	}
 	target, err := url.Parse(holder)
 	if err != nil || target.Host == "" {
-		writeError(w, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %s lives on backend instance %s, served by %q, which is not a URL", rec.ID, rec.Instance, holder))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %s lives on backend instance %s, served by %q, which is not a URL", rec.ID, rec.Instance, holder))
 		return true
 	}
 	rp := &httputil.ReverseProxy{
@@ -53,7 +53,7 @@ func (s *Server) forwardElsewhere(w http.ResponseWriter, r *http.Request, rec *s
 		FlushInterval: -1, // SSE and streamed output pass unbuffered
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Warn("forward to the replica serving a box", "sandbox_id", rec.ID, "instance", rec.Instance, "holder", holder, "err", err)
-			writeError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "sandbox %s is served by %s, which did not answer", rec.ID, holder))
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "sandbox %s is served by %s, which did not answer", rec.ID, holder))
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -65,45 +65,15 @@ func (s *Server) forwardElsewhere(w http.ResponseWriter, r *http.Request, rec *s
 func (s *Server) boxOp(w http.ResponseWriter, r *http.Request, op func() error, status int) {
 	rec, err := s.svc.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if s.forwardElsewhere(w, r, rec) {
 		return
 	}
 	if err := op(); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(status)
-}
-
-// forwardToHolder serves a request that only the holder of a Session's
-// runtime can carry out (an interrupt, an answer) by forwarding it there
-// when another live replica holds it, and reports whether it did.
-func (s *Server) forwardToHolder(w http.ResponseWriter, r *http.Request, sessionID string) bool {
-	if r.Header.Get(HeaderForwarded) != "" {
-		return false
-	}
-	lease, err := s.cfg.Store.GetLease(r.Context(), sessionID)
-	if err != nil || lease.Holder == "" || lease.Holder == s.cfg.Holder || !lease.ExpiresAt.After(time.Now()) {
-		return false
-	}
-	target, err := url.Parse(lease.Holder)
-	if err != nil || target.Host == "" {
-		return false
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Host = target.Host
-			pr.Out.Header.Set(HeaderForwarded, s.cfg.Holder)
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.log.Warn("forward to the session's holder", "session_id", sessionID, "holder", lease.Holder, "err", err)
-			writeError(w, sandbox.Errorf(sandbox.CodeUpstreamUnreachable, "session %s is held by %s, which did not answer", sessionID, lease.Holder))
-		},
-	}
-	rp.ServeHTTP(w, r)
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -18,7 +19,7 @@ import (
 // Config.MetricsRequireKey is set.
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // ready reports the store and every enabled backend, each probed with a
@@ -71,12 +72,12 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		out = map[string]any{"ready": ok}
 	}
-	writeJSON(w, status, out)
+	httpx.WriteJSON(w, status, out)
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.MetricsRequireKey && !s.authorized(r) {
-		writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", HeaderAPIKey))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", HeaderAPIKey))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/internal/exactbody"
 
 	"github.com/astrabox/astrabox/egress"
@@ -135,19 +136,19 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	serverProxy := false
 	if v := r.URL.Query().Get("use_server_proxy"); v != "" {
 		if serverProxy, err = strconv.ParseBool(v); err != nil {
-			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "use_server_proxy must be true or false, got %q", v))
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "use_server_proxy must be true or false, got %q", v))
 			return
 		}
 	}
 	rec, err := s.svc.Get(r.Context(), id)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	exp := time.Now().Add(24 * time.Hour)
@@ -156,7 +157,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := r.URL.Query().Get("expires"); v != "" {
 		if exp, err = parseExpires(v, time.Now()); err != nil {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
 	}
@@ -165,7 +166,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	if s.epHost != "" && !serverProxy {
 		endpoint = s.endpointHostname(rec.ID, port)
 	}
-	writeJSON(w, http.StatusOK, Endpoint{
+	httpx.WriteJSON(w, http.StatusOK, Endpoint{
 		Endpoint:  endpoint,
 		Headers:   endpointHeaders(port, s.signToken(id, port, exp)),
 		ExpiresAt: &exp,
@@ -201,14 +202,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 	id := r.PathValue("id")
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if origin == sharedOrigin && refuseServiceWorker(w, r) {
 		return
 	}
 	if !s.authorized(r) && !s.tokenAuthorized(w, r, id, port, origin) {
-		writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
 		return
 	}
 	if port == egress.InBoxAPIPort { // OpenSandbox's egress API, served here (egress.go)
@@ -217,19 +218,19 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 	}
 	rec, err := s.svc.Get(r.Context(), id)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if s.forwardElsewhere(w, r, rec) {
 		return
 	}
 	if rec.State != sandbox.StateRunning {
-		writeError(w, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s, not Running", id, rec.State))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeConflict, "sandbox %s is %s, not Running", id, rec.State))
 		return
 	}
 	token, err := s.svc.AccessToken(r.Context(), rec)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	s.svc.Touch(r.Context(), rec)
@@ -283,7 +284,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The transport's error (addresses, sockets) is for the log only.
-			writeError(w, &sandbox.Error{Code: sandbox.CodeUpstreamUnreachable, Message: fmt.Sprintf("sandbox %s: cannot reach its execd", id), Err: err})
+			httpx.WriteError(w, &sandbox.Error{Code: sandbox.CodeUpstreamUnreachable, Message: fmt.Sprintf("sandbox %s: cannot reach its execd", id), Err: err})
 		},
 	}
 	rp.ServeHTTP(w, r)

@@ -1,13 +1,13 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -144,14 +144,14 @@ func toCreateRequest(req CreateSandboxRequest, lim lifecycle.Limits) (lifecycle.
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	s.idempotent(w, r, "create", body, func() (int, any, error) {
 		var req CreateSandboxRequest
-		if err := decodeBytes(body, &req); err != nil {
+		if err := httpx.DecodeBytes(body, &req); err != nil {
 			return 0, nil, err
 		}
 		creq, err := toCreateRequest(req, s.svc.Limits())
@@ -170,11 +170,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.svc.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	s.svc.Touch(r.Context(), rec)
-	writeJSON(w, http.StatusOK, toWire(rec))
+	httpx.WriteJSON(w, http.StatusOK, toWire(rec))
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +183,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	for _, st := range q["state"] {
 		state, err := sandbox.ParseState(st)
 		if err != nil {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
 		f.States = append(f.States, state)
@@ -191,7 +191,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	if md := q.Get("metadata"); md != "" {
 		vals, err := url.ParseQuery(md)
 		if err != nil {
-			writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "metadata filter must be url-encoded key=value pairs joined by &: %v", err))
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "metadata filter must be url-encoded key=value pairs joined by &: %v", err))
 			return
 		}
 		f.Metadata = map[string]string{}
@@ -207,7 +207,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(p.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > p.max {
-				writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an integer from 1 to %d, got %q", p.name, p.max, v))
+				httpx.WriteError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an integer from 1 to %d, got %q", p.name, p.max, v))
 				return
 			}
 			*p.dst = n
@@ -215,7 +215,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	recs, total, err := s.svc.List(r.Context(), f)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	resp := ListSandboxesResponse{Items: make([]Sandbox, 0, len(recs))}
@@ -224,7 +224,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	pages := (total + f.PageSize - 1) / f.PageSize
 	resp.Pagination = PaginationInfo{Page: f.Page, PageSize: f.PageSize, TotalItems: total, TotalPages: pages, HasNextPage: f.Page < pages}
-	writeJSON(w, http.StatusOK, resp)
+	httpx.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -240,15 +240,15 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	id := r.PathValue("id")
 	s.idempotent(w, r, "renew:"+id, body, func() (int, any, error) {
 		var req RenewRequest
-		if err := decodeBytes(body, &req); err != nil {
+		if err := httpx.DecodeBytes(body, &req); err != nil {
 			return 0, nil, err
 		}
 		if req.ExpiresAt.IsZero() {
@@ -265,20 +265,13 @@ func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) patchMetadata(w http.ResponseWriter, r *http.Request) {
 	var patch map[string]*string
 	if err := s.decode(w, r, &patch); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	rec, err := s.svc.PatchMetadata(r.Context(), r.PathValue("id"), patch)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toWire(rec))
-}
-
-func decodeBytes(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid JSON body: %v", err)
-	}
-	return nil
+	httpx.WriteJSON(w, http.StatusOK, toWire(rec))
 }

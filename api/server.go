@@ -1,6 +1,10 @@
 // Package api serves AstraBox's HTTP API: the OpenSandbox-compatible
 // lifecycle routes (under /v1 and, as OpenSandbox does, at /), the sandbox
-// port proxy, health and metrics.
+// port proxy, health and metrics. It is the HTTP edge of every route set:
+// it authenticates, gives each request an id and logs failures, and
+// registers the route sets of its sub-packages, the agent platform's
+// /api/v1 (platformapi, behind its authentication) and the Shipyard
+// facade (shipyard). The helpers they share are in httpx and idempotency.
 package api
 
 import (
@@ -8,14 +12,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/shipyard"
 	"github.com/astrabox/astrabox/internal/console"
 	"github.com/astrabox/astrabox/lifecycle"
@@ -74,12 +76,11 @@ type Config struct {
 
 // Server is the API's http.Handler.
 type Server struct {
-	cfg  Config
-	svc  *lifecycle.Service
-	cat  *platform.Catalog
-	sess *platform.Sessions
-	log  *slog.Logger
-	mux  *http.ServeMux
+	cfg Config
+	svc *lifecycle.Service
+	cat *platform.Catalog
+	log *slog.Logger
+	mux *http.ServeMux
 	// transport is the proxy's pooled connection to sandboxes.
 	transport *http.Transport
 	// draining is set when the server is shutting down: /readyz answers
@@ -112,7 +113,7 @@ func New(cfg Config) *Server {
 	if cfg.Console == nil {
 		cfg.Console = console.Handler()
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, cat: cfg.Catalog, sess: cfg.Sessions, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, svc: cfg.Service, cat: cfg.Catalog, log: cfg.Logger, mux: http.NewServeMux()}
 	if cfg.EndpointDomain != "" {
 		var err error
 		if s.epHost, s.epPort, err = ParseEndpointDomain(cfg.EndpointDomain); err != nil {
@@ -155,7 +156,7 @@ func (s *Server) routes() {
 		s.handle("DELETE "+prefix+"/volumes/{name}", s.deleteVolume)
 	}
 	s.egressRoutes()
-	if s.cat != nil && s.sess != nil {
+	if s.cat != nil && s.cfg.Sessions != nil {
 		s.platformRoutes()
 	}
 	// The proxy authenticates itself (API key or a signed endpoint token).
@@ -171,7 +172,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /metrics", s.metrics)
 	s.mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		if len(s.cfg.OpenAPI) == 0 {
-			writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no OpenAPI document is configured"))
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeNotFound, "no OpenAPI document is configured"))
 			return
 		}
 		w.Header().Set("Content-Type", "application/yaml")
@@ -181,7 +182,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /{$}", s.cfg.Console)
 	s.mux.Handle("GET "+console.AssetPrefix, s.cfg.Console)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, sandbox.Errorf(sandbox.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 }
 
@@ -189,7 +190,7 @@ func (s *Server) routes() {
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
-			writeError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", HeaderAPIKey))
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", HeaderAPIKey))
 			return
 		}
 		h(w, r)
@@ -226,103 +227,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !onEndpoint { // a box's streams, as on the proxy's paths (deadline.go)
 		s.boundBodyRead(w, r)
 	}
-	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	rec := httpx.NewRecorder(w)
 	start := time.Now()
 	if onEndpoint {
 		s.epMux.ServeHTTP(rec, r)
 	} else {
 		s.mux.ServeHTTP(rec, r)
 	}
-	if rec.status >= 500 {
+	if rec.Status() >= 500 {
 		// The cause's full text goes to the log only; the client saw its
 		// safe message.
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "request_id", id,
-			"ms", time.Since(start).Milliseconds(), "err", rec.err)
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.Status(), "request_id", id,
+			"ms", time.Since(start).Milliseconds(), "err", rec.Err())
 	}
-	if rec.status >= 400 {
+	if rec.Status() >= 400 {
 		apiErrors.Add(1)
 	}
 }
 
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	// err is the error writeError answered with, for the log.
-	err error
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the connection (hijacking for
-// WebSocket upgrades through the proxy).
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError answers with err's code, the status the registry gives it
-// (sandbox.StatusOf) and its client-safe message (sandbox.MessageOf):
-// never the text of a wrapped internal error, and for INTERNAL_ERROR only
-// "internal error". err itself (Error(): the full chain) is kept for the
-// request's log line when w is the server's recorder.
-func writeError(w http.ResponseWriter, err error) {
-	code := sandbox.CodeOf(err)
-	msg := sandbox.MessageOf(err)
-	if code == sandbox.CodeInternal {
-		msg = "internal error"
-	}
-	if rec := recorderOf(w); rec != nil {
-		rec.err = err
-	}
-	writeJSON(w, sandbox.StatusOf(code), ErrorResponse{Code: string(code), Message: msg})
-}
-
-// recorderOf finds the server's statusRecorder under w's wrappers, or nil.
-func recorderOf(w http.ResponseWriter) *statusRecorder {
-	for range 8 { // wrappers are few; a bound guards against cycles
-		switch v := w.(type) {
-		case *statusRecorder:
-			return v
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = v.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
-}
-
-// decode reads one JSON object into v, refusing unknown fields' wrong
-// types, trailing data and bodies over the limit.
+// decode reads one JSON object into v under Config.MaxBodyBytes
+// (httpx.Decode).
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return sandbox.Errorf(sandbox.CodePayloadTooLarge, "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
-		case errors.Is(err, io.EOF):
-			return sandbox.Errorf(sandbox.CodeInvalidRequest, "request body is empty; a JSON object is required")
-		}
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid JSON body: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return sandbox.Errorf(sandbox.CodeInvalidRequest, "invalid JSON body: trailing data after the JSON value")
-	}
-	return nil
+	return httpx.Decode(w, r, v, s.cfg.MaxBodyBytes)
 }
 
 func (s *Server) publicHost(r *http.Request) string {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
@@ -25,17 +26,17 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	var req wire.CreateSnapshotRequest
 	if r.ContentLength != 0 {
 		if err := s.decode(w, r, &req); err != nil {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
 	}
 	info, err := s.svc.CreateSnapshot(r.Context(), r.PathValue("id"), req.Name)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/snapshots/"+info.ID)
-	writeJSON(w, http.StatusAccepted, toWireSnapshot(info))
+	httpx.WriteJSON(w, http.StatusAccepted, toWireSnapshot(info))
 }
 
 // listSnapshots answers GET /snapshots?sandboxId=&state=&page=&pageSize=.
@@ -50,7 +51,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(p.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > p.max {
-				writeError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an integer from 1 to %d, got %q", p.name, p.max, v))
+				httpx.WriteError(w, sandbox.Errorf(sandbox.CodeInvalidRequest, "%s must be an integer from 1 to %d, got %q", p.name, p.max, v))
 				return
 			}
 			*p.dst = n
@@ -58,7 +59,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	all, err := s.svc.ListSnapshots(r.Context(), lifecycle.SnapshotFilter{SandboxID: q.Get("sandboxId")})
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	items := []wire.Snapshot{}
@@ -76,7 +77,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	start := min((page-1)*pageSize, total)
 	end := min(start+pageSize, total)
 	pages := (total + pageSize - 1) / pageSize
-	writeJSON(w, http.StatusOK, wire.ListSnapshotsResponse{Items: items[start:end],
+	httpx.WriteJSON(w, http.StatusOK, wire.ListSnapshotsResponse{Items: items[start:end],
 		Pagination: PaginationInfo{Page: page, PageSize: pageSize, TotalItems: total, TotalPages: pages, HasNextPage: page < pages}})
 }
 
@@ -94,16 +95,16 @@ func filterSnapshots(items []wire.Snapshot, states map[string]bool) []wire.Snaps
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	info, err := s.svc.GetSnapshot(r.Context(), r.PathValue("sid"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toWireSnapshot(info))
+	httpx.WriteJSON(w, http.StatusOK, toWireSnapshot(info))
 }
 
 // deleteSnapshot answers DELETE /snapshots/{sid}: 204.
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.DeleteSnapshot(r.Context(), r.PathValue("sid")); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

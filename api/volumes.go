@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -51,7 +52,7 @@ func toVolumes(in []wire.Volume) ([]sandbox.Volume, error) {
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 	vols, err := s.svc.ListVolumes(r.Context(), r.URL.Query().Get("backend"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	resp := wire.ListVolumesResponse{Items: make([]wire.VolumeInfo, 0, len(vols))}
@@ -63,7 +64,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Items = append(resp.Items, item)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	httpx.WriteJSON(w, http.StatusOK, resp)
 }
 
 // deleteVolume answers DELETE /v1/volumes/{name}[?backend=NAME]
@@ -71,7 +72,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 // it.
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.DeleteVolume(r.Context(), r.URL.Query().Get("backend"), r.PathValue("name")); err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

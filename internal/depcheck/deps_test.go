@@ -55,6 +55,12 @@ func TestDependencyRules(t *testing.T) {
 				if !isStd(imp) && !(pkg == "platform/engine" && local == "platform/wire") {
 					t.Errorf("%s must import only the standard library, not %s", pkg, imp)
 				}
+			case pkg == "api/httpx":
+				// The API's shared HTTP helpers: the standard library and
+				// the sandbox contract (its error codes) only.
+				if !isStd(imp) && local != "sandbox" {
+					t.Errorf("%s must import only the standard library and sandbox, not %s", pkg, imp)
+				}
 			case strings.HasPrefix(pkg, "provider/") && strings.HasPrefix(local, "provider/") && !strings.HasPrefix(local, pkg):
 				t.Errorf("provider %s imports another provider %s", pkg, local)
 			case strings.HasPrefix(pkg, "provider/") && local == "api/wire":

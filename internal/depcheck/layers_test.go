@@ -61,7 +61,8 @@ func serverPackage(pkg string) bool {
 }
 
 // TestLayering checks the layering (see the README's package table): the
-// sandbox layer imports nothing of the agent platform (platform/...);
+// sandbox layer imports nothing of the agent platform (platform/...,
+// nor its routes, api/platformapi);
 // only the wiring packages import the implementations of backends and
 // stores; the SDK (client/...) imports no server package.
 func TestLayering(t *testing.T) {
@@ -74,6 +75,9 @@ func TestLayering(t *testing.T) {
 			local := strings.TrimPrefix(imp, module+"/")
 			if inSandboxLayer(pkg) && under(local, "platform") {
 				t.Errorf("%s (sandbox layer) imports %s (agent platform)", pkg, local)
+			}
+			if inSandboxLayer(pkg) && under(local, "api/platformapi") {
+				t.Errorf("%s (sandbox layer) imports %s (the agent platform's routes)", pkg, local)
 			}
 			if implementation(local) && !wires(pkg) && !under(pkg, local) {
 				t.Errorf("%s imports the implementation %s: only the wiring packages may", pkg, local)

@@ -1,4 +1,4 @@
-package api
+package platformapi
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/modelapi"
 	"github.com/astrabox/astrabox/sandbox"
@@ -19,34 +20,31 @@ type modelCheckRequest struct {
 	Model string `json:"model"`
 }
 
-// ModelCheck (addition) answers a model endpoint check (modelapi.Check).
-type ModelCheck = modelapi.Result
-
 // testModel (addition) checks a RuntimeProfile's model endpoint as the
 // agent program would reach it: one streamed Chat Completions request
 // with the profile's real key, read up to its first chunk and then
 // closed. A failed check is still 200 with ok false; only an unknown
 // profile, one without an endpoint, or no model to ask is an error.
-func (s *Server) testModel(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+func (h *Handler) testModel(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
-		writeError(w, sandbox.Errorf(platform.CodeInvalid, "read request body: %v", err))
+		httpx.WriteError(w, sandbox.Errorf(platform.CodeInvalid, "read request body: %v", err))
 		return
 	}
 	var req modelCheckRequest
 	if len(bytes.TrimSpace(body)) > 0 {
-		if err := decodeBytes(body, &req); err != nil {
-			writeError(w, asPlatformInvalid(err))
+		if err := httpx.DecodeBytes(body, &req); err != nil {
+			httpx.WriteError(w, asPlatformInvalid(err))
 			return
 		}
 	}
-	p, err := s.cat.RuntimeProfile(r.Context(), r.PathValue("name"))
+	p, err := h.cat.RuntimeProfile(r.Context(), r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	if p.Model == nil || p.Model.BaseURL == "" {
-		writeError(w, sandbox.Errorf(platform.CodeInvalid, "runtime profile %q has no model endpoint", p.Name))
+		httpx.WriteError(w, sandbox.Errorf(platform.CodeInvalid, "runtime profile %q has no model endpoint", p.Name))
 		return
 	}
 	model := req.Model
@@ -54,17 +52,17 @@ func (s *Server) testModel(w http.ResponseWriter, r *http.Request) {
 		model = p.Model.Models[0]
 	}
 	if model == "" {
-		writeError(w, sandbox.Errorf(platform.CodeInvalid, "runtime profile %q lists no models; name one in the body ({\"model\": ...})", p.Name))
+		httpx.WriteError(w, sandbox.Errorf(platform.CodeInvalid, "runtime profile %q lists no models; name one in the body ({\"model\": ...})", p.Name))
 		return
 	}
-	key, err := s.cat.ModelKey(p)
+	key, err := h.cat.ModelKey(p)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), modelapi.CheckTimeout)
 	defer cancel()
 	res := modelapi.Check(ctx, http.DefaultClient, strings.TrimRight(p.Model.BaseURL, "/"), key, model)
-	s.log.Info("model endpoint checked", "profile", p.Name, "model", model, "ok", res.OK, "status", res.Status, "ms", res.LatencyMS)
-	writeJSON(w, http.StatusOK, res)
+	h.log.Info("model endpoint checked", "profile", p.Name, "model", model, "ok", res.OK, "status", res.Status, "ms", res.LatencyMS)
+	httpx.WriteJSON(w, http.StatusOK, res)
 }

@@ -1,13 +1,13 @@
-package api
+package platformapi
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
+	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/wire"
@@ -70,34 +70,34 @@ func keepalive(ctx context.Context, sw *sse.Writer) {
 // (PLATFORM.md): with after_seq, the reply that seq falls inside or else
 // the next one (204 when there is none and follow is not asked); with
 // follow=session and no after_seq, the reply in progress or the next one.
-func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) aiStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := s.sess.GetSession(ctx, id); err != nil {
-		writeError(w, err)
+	if _, err := h.sess.GetSession(ctx, id); err != nil {
+		httpx.WriteError(w, err)
 		return
 	}
 	n, hasAfter, err := afterSeq(r)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	follow := r.URL.Query().Get("follow") == "session"
 	var start platform.ReplyStart
 	switch {
 	case hasAfter:
-		start, err = s.sess.ResumeReply(ctx, id, n)
+		start, err = h.sess.ResumeReply(ctx, id, n)
 		if err == nil && !start.Found && !follow {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 	case follow:
-		start, err = s.sess.ActiveReply(ctx, id)
+		start, err = h.sess.ActiveReply(ctx, id)
 	default:
 		err = sandbox.Errorf(platform.CodeInvalid, "give after_seq (resume) or follow=session")
 	}
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	reply, from := start.Reply, start.After
@@ -106,7 +106,7 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 	sw.Flush()
 	defer startKeepalive(ctx, sw)()
 	turn := reply.TurnID
-	err = s.sess.Follow(ctx, id, from, func(e store.LogEntry) (bool, error) {
+	err = h.sess.Follow(ctx, id, from, func(e store.LogEntry) (bool, error) {
 		if !platform.IsFrame(e) || e.TurnID == "" {
 			return true, nil
 		}
@@ -132,7 +132,7 @@ func (s *Server) aiStream(w http.ResponseWriter, r *http.Request) {
 		return false, sw.EventJSON("", "", []byte("[DONE]"))
 	})
 	if err != nil && ctx.Err() == nil {
-		s.log.Debug("ai stream ended", "session_id", id, "err", err)
+		h.log.Debug("ai stream ended", "session_id", id, "err", err)
 	}
 }
 
@@ -150,16 +150,16 @@ type logEvent struct {
 // sessionEvents (addition) streams the raw durable log as SSE after
 // after_seq, following live until the client leaves (or, with
 // follow=false, until the end of what is recorded).
-func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := s.sess.GetSession(ctx, id); err != nil {
-		writeError(w, err)
+	if _, err := h.sess.GetSession(ctx, id); err != nil {
+		httpx.WriteError(w, err)
 		return
 	}
 	n, _, err := afterSeq(r)
 	if err != nil {
-		writeError(w, err)
+		httpx.WriteError(w, err)
 		return
 	}
 	sw := sse.NewWriter(w)
@@ -169,7 +169,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return sw.EventJSON(strconv.FormatInt(e.Seq, 10), "", b)
 	}
 	if r.URL.Query().Get("follow") == "false" {
-		entries, err := s.sess.ReadLog(ctx, id, n)
+		entries, err := h.sess.ReadLog(ctx, id, n)
 		if err != nil {
 			return
 		}
@@ -181,19 +181,10 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer startKeepalive(ctx, sw)()
-	_ = s.sess.Follow(ctx, id, n, func(e store.LogEntry) (bool, error) {
+	_ = h.sess.Follow(ctx, id, n, func(e store.LogEntry) (bool, error) {
 		if err := send(e); err != nil {
 			return false, err
 		}
 		return true, nil
 	})
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,0 +1,53 @@
+// Package httpx holds the HTTP helpers the API's route packages (package
+// api and the packages of its route sets) share, so that each has one
+// implementation: JSON answers, error answers in the {code, message}
+// shape with the status of the sandbox error-code registry
+// (sandbox.StatusOf), strict JSON request bodies under a size limit, and
+// the Recorder through which the server's request log line learns the
+// status and the error a handler answered with.
+//
+// It imports the standard library and the sandbox contract only; nothing
+// here authenticates, authorizes or logs.
+package httpx
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// HeaderForwarded marks a request one replica forwarded to another; a
+// forwarded request is never forwarded again.
+const HeaderForwarded = "X-AstraBox-Forwarded-By"
+
+// WriteJSON answers status with v encoded as JSON (Content-Type
+// application/json). An encoding error is dropped: the status is already
+// sent.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// errorBody is the answer of WriteError, the OpenSandbox error shape
+// (the api/wire package's ErrorResponse).
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// WriteError answers with err's code (sandbox.CodeOf), the status the
+// registry gives it (sandbox.StatusOf) and its client-safe message
+// (sandbox.MessageOf): never the text of a wrapped internal error, and
+// for INTERNAL_ERROR only "internal error". err itself (Error(): the full
+// chain) is kept for the request's log line (RecordError).
+func WriteError(w http.ResponseWriter, err error) {
+	code := sandbox.CodeOf(err)
+	msg := sandbox.MessageOf(err)
+	if code == sandbox.CodeInternal {
+		msg = "internal error"
+	}
+	RecordError(w, err)
+	WriteJSON(w, sandbox.StatusOf(code), errorBody{Code: string(code), Message: msg})
+}

@@ -1,0 +1,153 @@
+package platformapi
+
+import (
+	"net/http"
+
+	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/sandbox"
+)
+
+// The catalog's routes: engines, RuntimeProfiles and Agents.
+
+// engineInfo is an installed engine kind on the wire.
+type engineInfo struct {
+	engine.Descriptor
+	// Images says per enabled backend whether the image the program
+	// needs is present ("" image: any image works, always true).
+	Images map[string]bool `json:"images"`
+}
+
+// listEngines lists the engine kinds that can run here: each with, per
+// backend, whether the image its program needs is there; a kind whose
+// image no backend has is left out.
+func (h *Handler) listEngines(w http.ResponseWriter, r *http.Request) {
+	items := []engineInfo{}
+	for _, kind := range sortedKeys(h.cat.Engines()) {
+		d := h.cat.Engines()[kind].Descriptor()
+		info := engineInfo{Descriptor: d, Images: map[string]bool{}}
+		anywhere := false
+		for name, p := range h.cfg.Backends.Backends() {
+			has := d.Image == ""
+			if c, ok := p.(sandbox.ImageChecker); ok && !has {
+				var err error
+				if has, err = c.HasImage(r.Context(), d.Image); err != nil {
+					h.log.Warn("check an engine's image", "engine_kind", kind, "backend", name, "err", err)
+				}
+			}
+			info.Images[name] = has
+			anywhere = anywhere || has
+		}
+		if anywhere {
+			items = append(items, info)
+		}
+	}
+	httpx.WriteJSON(w, http.StatusOK, page(items, ""))
+}
+
+func (h *Handler) listRuntimeProfiles(w http.ResponseWriter, r *http.Request) {
+	ps, err := h.cat.ListRuntimeProfiles(r.Context())
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, page(ps, ""))
+}
+
+func (h *Handler) getRuntimeProfile(w http.ResponseWriter, r *http.Request) {
+	p, err := h.cat.RuntimeProfile(r.Context(), r.PathValue("name"))
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, platform.Redact(p))
+}
+
+func (h *Handler) putRuntimeProfile(w http.ResponseWriter, r *http.Request) {
+	var p lifecycle.Profile
+	if err := h.decode(w, r, &p); err != nil {
+		httpx.WriteError(w, asPlatformInvalid(err))
+		return
+	}
+	name := r.PathValue("name")
+	if p.Name != "" && p.Name != name {
+		httpx.WriteError(w, sandbox.Errorf(platform.CodeInvalid, "profile name %q in the body differs from %q in the path", p.Name, name))
+		return
+	}
+	p.Name = name
+	out, err := h.cat.PutRuntimeProfile(r.Context(), p)
+	if err != nil {
+		httpx.WriteError(w, asPlatformInvalid(err))
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) deleteRuntimeProfile(w http.ResponseWriter, r *http.Request) {
+	if err := h.cat.DeleteRuntimeProfile(r.Context(), r.PathValue("name")); err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
+	cursor, limit, err := listPage(r)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	as, next, err := h.cat.ListAgents(r.Context(), cursor, limit)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, page(as, next))
+}
+
+func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request) {
+	var req platform.AgentRequest
+	if err := h.decode(w, r, &req); err != nil {
+		httpx.WriteError(w, asPlatformInvalid(err))
+		return
+	}
+	a, err := h.cat.CreateAgent(r.Context(), req)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusCreated, a)
+}
+
+func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := h.cat.GetAgent(r.Context(), r.PathValue("id"))
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, a)
+}
+
+func (h *Handler) updateAgent(w http.ResponseWriter, r *http.Request) {
+	var req platform.AgentRequest
+	if err := h.decode(w, r, &req); err != nil {
+		httpx.WriteError(w, asPlatformInvalid(err))
+		return
+	}
+	a, err := h.cat.UpdateAgent(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, a)
+}
+
+func (h *Handler) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := h.cat.DeleteAgent(r.Context(), r.PathValue("id")); err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
