@@ -25,11 +25,35 @@ type Agent struct {
 	// Tools is nil for "every tool the program has".
 	Tools    []string
 	VaultIDs []string
+	// OwnerID is the user (a User's ID) that made the agent and OrgID that
+	// user's organization: set on create, kept as created by UpdateAgent.
+	// Records from before owners were kept read back as owner "admin" in
+	// org "default".
+	OwnerID string
+	OrgID   string
+	// Visibility is who may see and use the agent besides its owner and
+	// Admins: VisibilityPrivate (no one), VisibilityShared (the users of
+	// AllowedUserIDs) or VisibilityPublic (everyone). The store keeps what
+	// it is given; records from before read back as VisibilityPrivate.
+	Visibility string
+	// AllowedUserIDs are the users a shared agent is shared with; nil (or
+	// empty) for none.
+	AllowedUserIDs []string
+	// Admins are the users besides the owner who may manage the agent; nil
+	// (or empty) for none.
+	Admins []string
 	// Version is 1 after create and increases with every update.
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// Agent visibilities.
+const (
+	VisibilityPrivate = "private"
+	VisibilityShared  = "shared"
+	VisibilityPublic  = "public"
+)
 
 // Agents keeps Agent records.
 type Agents interface {
@@ -41,6 +65,8 @@ type Agents interface {
 	// UpdateAgent replaces the record if its stored Version equals
 	// a.Version, then increments a.Version and sets UpdatedAt to now if it
 	// is zero; ErrConflict on another version, ErrNotFound if absent.
+	// CreatedAt, OwnerID and OrgID keep their stored values, which are
+	// written back into a.
 	UpdateAgent(ctx context.Context, a *Agent) error
 	// DeleteAgent removes the record; ErrNotFound if absent.
 	DeleteAgent(ctx context.Context, id string) error
@@ -68,7 +94,13 @@ type Session struct {
 	// command id, the stdout byte offset read so far, ...); opaque here.
 	Runtime json.RawMessage
 	// NativeKey is the program's own id of its conversation.
-	NativeKey    string
+	NativeKey string
+	// OwnerID is the user (a User's ID) that started the session and OrgID
+	// that user's organization: set on create, kept as created by
+	// UpdateSession. Records from before owners were kept read back as
+	// owner "admin" in org "default".
+	OwnerID      string
+	OrgID        string
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	LastActiveAt time.Time
@@ -79,6 +111,8 @@ type Session struct {
 // SessionFilter selects sessions; zero fields select all.
 type SessionFilter struct {
 	AgentID string
+	// OwnerID selects one owner's sessions; "" selects every owner's.
+	OwnerID string
 	States  []string
 	// AfterID and Limit page by ID (Limit <= 0: all).
 	AfterID string
@@ -95,7 +129,9 @@ type Sessions interface {
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// UpdateSession replaces the record if its stored Version equals
 	// s.Version, then increments s.Version (a zero UpdatedAt is set to now);
-	// ErrConflict on another version, ErrNotFound if absent.
+	// ErrConflict on another version, ErrNotFound if absent. CreatedAt,
+	// OwnerID and OrgID keep their stored values, which are written back
+	// into s.
 	UpdateSession(ctx context.Context, s *Session) error
 	// DeleteSession removes the record with its inputs, its log stream and
 	// its native state; ErrNotFound if absent.

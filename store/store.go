@@ -50,6 +50,14 @@ type Sandbox struct {
 	// Pool is empty for a user's sandbox. A warm box waiting to be claimed
 	// carries the key of its pool (see lifecycle); ClaimPooled empties it.
 	Pool string
+	// OwnerID is the user (a User's ID) that owns the box, and OrgID that
+	// user's organization. The store keeps what it is given, on create and
+	// on every update: callers set them ("" is no valid owner of a user's
+	// box; a warm pool member gets its owner when it is claimed). Records
+	// from before owners were kept read back as owner "admin" (the
+	// bootstrap key's user) in org "default".
+	OwnerID string
+	OrgID   string
 	// Version increases with every update; Update compares it.
 	Version int64
 }
@@ -60,6 +68,8 @@ type ListFilter struct {
 	Backend string
 	// Instance selects the records of one backend instance.
 	Instance string
+	// OwnerID selects one owner's records; "" selects every owner's.
+	OwnerID  string
 	Metadata map[string]string // every pair must match
 	// ExpiresBefore selects boxes whose ExpiresAt is set and before it
 	// (strictly).
@@ -126,7 +136,9 @@ type Sandboxes interface {
 	// ClaimPooled takes the oldest Running member of pool out of it: its
 	// Pool becomes "" and its Version increases, atomically, so that of
 	// concurrent claims each gets a different box. It returns the claimed
-	// record, or ErrNotFound when the pool has no Running member.
+	// record, or ErrNotFound when the pool has no Running member. The
+	// record keeps the member's OwnerID and OrgID: the claimer makes the
+	// box its user's with UpdateSandbox.
 	ClaimPooled(ctx context.Context, pool string) (*Sandbox, error)
 }
 

@@ -13,14 +13,16 @@ import (
 
 // agentColumns lists the columns scanAgent reads, in its order.
 const agentColumns = `id, name, engine_kind, runtime_profile, model, instructions,
-	permission_mode, tools, vault_ids, version, created_at, updated_at`
+	permission_mode, tools, vault_ids, visibility, allowed_user_ids, admins, owner_id,
+	org_id, version, created_at, updated_at`
 
 // scanAgent reads one row of agentColumns. A NULL list is nil, an empty
 // array an empty, non-nil list.
 func scanAgent(row pgx.Row) (*store.Agent, error) {
 	var a store.Agent
 	if err := row.Scan(&a.ID, &a.Name, &a.EngineKind, &a.RuntimeProfile, &a.Model,
-		&a.Instructions, &a.PermissionMode, &a.Tools, &a.VaultIDs, &a.Version,
+		&a.Instructions, &a.PermissionMode, &a.Tools, &a.VaultIDs, &a.Visibility,
+		&a.AllowedUserIDs, &a.Admins, &a.OwnerID, &a.OrgID, &a.Version,
 		&a.CreatedAt, &a.UpdatedAt); err != nil {
 		return nil, err
 	}
@@ -40,9 +42,11 @@ func (st *Store) CreateAgent(ctx context.Context, a *store.Agent) error {
 		a.UpdatedAt = now
 	}
 	tag, err := st.pool.Exec(ctx, `INSERT INTO agents (`+agentColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11) ON CONFLICT (id) DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $16)
+		ON CONFLICT (id) DO NOTHING`,
 		a.ID, a.Name, a.EngineKind, a.RuntimeProfile, a.Model, a.Instructions,
-		a.PermissionMode, a.Tools, a.VaultIDs, a.CreatedAt, a.UpdatedAt)
+		a.PermissionMode, a.Tools, a.VaultIDs, a.Visibility, a.AllowedUserIDs, a.Admins,
+		a.OwnerID, a.OrgID, a.CreatedAt, a.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("create agent: %w", err)
 	}
@@ -66,19 +70,24 @@ func (st *Store) GetAgent(ctx context.Context, id string) (*store.Agent, error) 
 }
 
 // UpdateAgent replaces the record if its stored Version equals a.Version,
-// then increments a.Version; a zero UpdatedAt is set to now. CreatedAt
-// keeps the stored value, which is written back into a. ErrConflict on
-// another version, ErrNotFound if absent. Of concurrent updates from one
-// Version the row lock lets exactly one pass.
+// then increments a.Version; a zero UpdatedAt is set to now. CreatedAt,
+// OwnerID and OrgID keep the stored values, which are written back into a.
+// ErrConflict on another version, ErrNotFound if absent. Of concurrent
+// updates from one Version the row lock lets exactly one pass.
 func (st *Store) UpdateAgent(ctx context.Context, a *store.Agent) error {
 	updated := nowIfZero(a.UpdatedAt)
-	var created time.Time
+	var (
+		created    time.Time
+		owner, org string
+	)
 	err := st.pool.QueryRow(ctx, `UPDATE agents SET name = $1, engine_kind = $2,
 		runtime_profile = $3, model = $4, instructions = $5, permission_mode = $6,
-		tools = $7, vault_ids = $8, updated_at = $9, version = version + 1
-		WHERE id = $10 AND version = $11 RETURNING created_at`,
+		tools = $7, vault_ids = $8, visibility = $9, allowed_user_ids = $10, admins = $11,
+		updated_at = $12, version = version + 1
+		WHERE id = $13 AND version = $14 RETURNING created_at, owner_id, org_id`,
 		a.Name, a.EngineKind, a.RuntimeProfile, a.Model, a.Instructions, a.PermissionMode,
-		a.Tools, a.VaultIDs, updated, a.ID, a.Version).Scan(&created)
+		a.Tools, a.VaultIDs, a.Visibility, a.AllowedUserIDs, a.Admins, updated,
+		a.ID, a.Version).Scan(&created, &owner, &org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st.missOrConflict(ctx, "update agent",
 			`SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1)`, a.ID, a.Version)
@@ -87,6 +96,7 @@ func (st *Store) UpdateAgent(ctx context.Context, a *store.Agent) error {
 		return fmt.Errorf("update agent: %w", err)
 	}
 	a.CreatedAt, a.UpdatedAt = created.UTC(), updated
+	a.OwnerID, a.OrgID = owner, org
 	a.Version++
 	return nil
 }

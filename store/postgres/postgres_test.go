@@ -198,6 +198,62 @@ func TestUpgrade(t *testing.T) {
 	}
 }
 
+// TestUpgradeOwners opens a database of the schema before owners, holding a
+// sandbox, an agent and a session: they read back as the bootstrap user's
+// ("admin" in org "default"), the agent private and shared with no one, and
+// the owner filters select them.
+func TestUpgradeOwners(t *testing.T) {
+	dsn := freshDatabase(t)
+	ctx := t.Context()
+	if err := postgres.MigrateTo(ctx, dsn, 9); err != nil {
+		t.Fatalf("migrate to 9: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sandboxes (id, backend, profile, state, reason, image, created_at,
+			updated_at, idle_timeout, last_active_at, version)
+			VALUES ('old-box', 'native', 'default', 'running', '', 'debian', now(), now(), 0, now(), 1)`,
+		`INSERT INTO agents (id, name, engine_kind, runtime_profile, model, instructions,
+			permission_mode, tools, vault_ids, version, created_at, updated_at)
+			VALUES ('old-agent', 'Old', 'claude-code', 'default', '', '', 'ask', NULL, '{}', 1, now(), now())`,
+		`INSERT INTO sessions (id, agent_id, engine_kind, state, title, current_turn_id,
+			sandbox_id, native_key, created_at, updated_at, last_active_at, version)
+			VALUES ('old-session', 'old-agent', 'claude-code', 'READY', '', '', '', '', now(), now(), now(), 1)`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			conn.Close(ctx)
+			t.Fatalf("insert a record of schema 9: %v", err)
+		}
+	}
+	conn.Close(ctx)
+
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	if b, err := s.GetSandbox(ctx, "old-box"); err != nil || b.OwnerID != "admin" || b.OrgID != "default" {
+		t.Errorf("sandbox after upgrade = %+v, %v; want owner admin in org default", b, err)
+	}
+	if got, total, err := s.ListSandboxes(ctx, store.ListFilter{OwnerID: "admin"}); err != nil || total != 1 || len(got) != 1 {
+		t.Errorf("admin's sandboxes after upgrade: %d, %v; want old-box", total, err)
+	}
+	a, err := s.GetAgent(ctx, "old-agent")
+	if err != nil || a.OwnerID != "admin" || a.OrgID != "default" || a.Visibility != store.VisibilityPrivate ||
+		a.AllowedUserIDs != nil || a.Admins != nil || a.Tools != nil || a.VaultIDs == nil {
+		t.Errorf("agent after upgrade = %+v, %v; want admin's, private, shared with no one", a, err)
+	}
+	if sess, err := s.GetSession(ctx, "old-session"); err != nil || sess.OwnerID != "admin" || sess.OrgID != "default" {
+		t.Errorf("session after upgrade = %+v, %v; want owner admin in org default", sess, err)
+	}
+	if got, err := s.ListSessions(ctx, store.SessionFilter{OwnerID: "admin"}); err != nil || len(got) != 1 {
+		t.Errorf("admin's sessions after upgrade: %v, %v; want old-session", got, err)
+	}
+}
+
 func TestOpenErrors(t *testing.T) {
 	tests := []struct {
 		name string

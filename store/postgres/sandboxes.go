@@ -17,7 +17,7 @@ import (
 // sandboxColumns lists the columns scanSandbox reads, in its order.
 const sandboxColumns = `id, backend, profile, state, reason, image, spec, metadata,
 	entrypoint, created_at, updated_at, expires_at, idle_timeout, last_active_at,
-	provider_state, pool, instance, version`
+	provider_state, pool, instance, owner_id, org_id, version`
 
 // scanSandbox reads one row of sandboxColumns.
 func scanSandbox(row pgx.Row) (*store.Sandbox, error) {
@@ -29,7 +29,8 @@ func scanSandbox(row pgx.Row) (*store.Sandbox, error) {
 	)
 	if err := row.Scan(&s.ID, &s.Backend, &s.Profile, &state, &s.Reason, &s.Image,
 		&s.Spec, &s.Metadata, &s.Entrypoint, &s.CreatedAt, &s.UpdatedAt, &expires,
-		&idle, &s.LastActiveAt, &s.ProviderState, &s.Pool, &s.Instance, &s.Version); err != nil {
+		&idle, &s.LastActiveAt, &s.ProviderState, &s.Pool, &s.Instance, &s.OwnerID, &s.OrgID,
+		&s.Version); err != nil {
 		return nil, err
 	}
 	if s.Metadata == nil {
@@ -60,7 +61,8 @@ func sandboxArgs(s *store.Sandbox) []any {
 	}
 	return []any{s.Backend, s.Profile, string(s.State), s.Reason, s.Image, s.Spec,
 		metadata, entrypoint, s.CreatedAt, s.UpdatedAt, s.ExpiresAt,
-		int64(s.IdleTimeout), s.LastActiveAt, s.ProviderState, s.Pool, s.Instance}
+		int64(s.IdleTimeout), s.LastActiveAt, s.ProviderState, s.Pool, s.Instance,
+		s.OwnerID, s.OrgID}
 }
 
 // CreateSandbox inserts s with Version 1, first setting a zero CreatedAt to
@@ -71,7 +73,8 @@ func (st *Store) CreateSandbox(ctx context.Context, s *store.Sandbox) error {
 		s.UpdatedAt = s.CreatedAt
 	}
 	tag, err := st.pool.Exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+			$18, $19, 1)
 		ON CONFLICT (id) DO NOTHING`, append([]any{s.ID}, sandboxArgs(s)...)...)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
@@ -103,8 +106,9 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 	tag, err := st.pool.Exec(ctx, `UPDATE sandboxes SET backend = $1, profile = $2,
 		state = $3, reason = $4, image = $5, spec = $6, metadata = $7, entrypoint = $8,
 		created_at = $9, updated_at = $10, expires_at = $11, idle_timeout = $12,
-		last_active_at = $13, provider_state = $14, pool = $15, instance = $16, version = version + 1
-		WHERE id = $17 AND version = $18`, append(sandboxArgs(s), s.ID, s.Version)...)
+		last_active_at = $13, provider_state = $14, pool = $15, instance = $16, owner_id = $17,
+		org_id = $18, version = version + 1
+		WHERE id = $19 AND version = $20`, append(sandboxArgs(s), s.ID, s.Version)...)
 	if err != nil {
 		return fmt.Errorf("update sandbox: %w", err)
 	}
@@ -157,6 +161,9 @@ func listWhere(f store.ListFilter) (string, []any) {
 	}
 	if f.Instance != "" {
 		conds = append(conds, "instance = "+arg(f.Instance))
+	}
+	if f.OwnerID != "" {
+		conds = append(conds, "owner_id = "+arg(f.OwnerID))
 	}
 	if len(f.Metadata) > 0 {
 		// Containment: every pair of the filter is in the record's object.

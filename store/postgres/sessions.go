@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,8 +15,8 @@ import (
 
 // sessionColumns lists the columns scanSession reads, in its order.
 const sessionColumns = `id, agent_id, engine_kind, state, title, current_turn_id,
-	pending_interaction, sandbox_id, runtime, native_key, created_at, updated_at,
-	last_active_at, version`
+	pending_interaction, sandbox_id, runtime, native_key, owner_id, org_id, created_at,
+	updated_at, last_active_at, version`
 
 // scanSession reads one row of sessionColumns.
 func scanSession(row pgx.Row) (*store.Session, error) {
@@ -23,8 +25,8 @@ func scanSession(row pgx.Row) (*store.Session, error) {
 		pending, runtime []byte
 	)
 	if err := row.Scan(&s.ID, &s.AgentID, &s.EngineKind, &s.State, &s.Title, &s.CurrentTurnID,
-		&pending, &s.SandboxID, &runtime, &s.NativeKey, &s.CreatedAt, &s.UpdatedAt,
-		&s.LastActiveAt, &s.Version); err != nil {
+		&pending, &s.SandboxID, &runtime, &s.NativeKey, &s.OwnerID, &s.OrgID, &s.CreatedAt,
+		&s.UpdatedAt, &s.LastActiveAt, &s.Version); err != nil {
 		return nil, err
 	}
 	s.PendingInteraction, s.Runtime = pending, runtime
@@ -50,11 +52,11 @@ func (st *Store) CreateSession(ctx context.Context, s *store.Session) error {
 	}
 	defer tx.Rollback(ctx)
 	tag, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 1)
 		ON CONFLICT (id) DO NOTHING`,
 		s.ID, s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID,
 		[]byte(s.PendingInteraction), s.SandboxID, []byte(s.Runtime), s.NativeKey,
-		s.CreatedAt, s.UpdatedAt, s.LastActiveAt)
+		s.OwnerID, s.OrgID, s.CreatedAt, s.UpdatedAt, s.LastActiveAt)
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -85,21 +87,24 @@ func (st *Store) GetSession(ctx context.Context, id string) (*store.Session, err
 }
 
 // UpdateSession replaces the record if its stored Version equals s.Version,
-// then increments s.Version; a zero UpdatedAt is set to now. CreatedAt
-// keeps the stored value, which is written back into s. ErrConflict on
-// another version, ErrNotFound if absent. Of concurrent updates from one
-// Version the row lock lets exactly one pass.
+// then increments s.Version; a zero UpdatedAt is set to now. CreatedAt,
+// OwnerID and OrgID keep the stored values, which are written back into s.
+// ErrConflict on another version, ErrNotFound if absent. Of concurrent
+// updates from one Version the row lock lets exactly one pass.
 func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
 	updated := nowIfZero(s.UpdatedAt)
-	var created time.Time
+	var (
+		created    time.Time
+		owner, org string
+	)
 	err := st.pool.QueryRow(ctx, `UPDATE sessions SET agent_id = $1, engine_kind = $2,
 		state = $3, title = $4, current_turn_id = $5, pending_interaction = $6,
 		sandbox_id = $7, runtime = $8, native_key = $9, updated_at = $10,
 		last_active_at = $11, version = version + 1
-		WHERE id = $12 AND version = $13 RETURNING created_at`,
+		WHERE id = $12 AND version = $13 RETURNING created_at, owner_id, org_id`,
 		s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID, []byte(s.PendingInteraction),
 		s.SandboxID, []byte(s.Runtime), s.NativeKey, updated, s.LastActiveAt,
-		s.ID, s.Version).Scan(&created)
+		s.ID, s.Version).Scan(&created, &owner, &org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st.missOrConflict(ctx, "update session",
 			`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, s.ID, s.Version)
@@ -108,6 +113,7 @@ func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
 		return fmt.Errorf("update session: %w", err)
 	}
 	s.CreatedAt, s.UpdatedAt = created.UTC(), updated
+	s.OwnerID, s.OrgID = owner, org
 	s.Version++
 	return nil
 }
@@ -147,11 +153,27 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// ListSessions returns the records matching f ordered by ID.
+// ListSessions returns the records matching f ordered by ID. Only the
+// conditions f sets are in the query, so that a cached plan of it can use
+// the index of each (agent, owner).
 func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	args := []any{f.AfterID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	conds := []string{"id > $1"}
+	if f.AgentID != "" {
+		conds = append(conds, "agent_id = "+arg(f.AgentID))
+	}
+	if f.OwnerID != "" {
+		conds = append(conds, "owner_id = "+arg(f.OwnerID))
+	}
+	if len(f.States) > 0 {
+		conds = append(conds, "state = ANY("+arg(f.States)+")")
+	}
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE id > $1 AND ($2 = '' OR agent_id = $2) AND ($3::text[] IS NULL OR state = ANY($3))
-		ORDER BY id LIMIT $4`, f.AfterID, f.AgentID, anyOf(f.States), sqlLimit(int64(f.Limit)))
+		WHERE `+strings.Join(conds, " AND ")+` ORDER BY id LIMIT `+arg(sqlLimit(int64(f.Limit))), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 // sandboxColumns lists the columns scanSandbox reads, in its order.
 const sandboxColumns = `id, backend, profile, state, reason, image, spec, metadata,
 	entrypoint, created_at, updated_at, expires_at, idle_timeout, last_active_at,
-	provider_state, pool, instance, version`
+	provider_state, pool, instance, owner_id, org_id, version`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -34,7 +34,8 @@ func scanSandbox(row rowScanner) (*store.Sandbox, error) {
 	)
 	if err := row.Scan(&s.ID, &s.Backend, &s.Profile, &state, &s.Reason, &s.Image,
 		&s.Spec, &metadata, &entrypoint, &created, &updated, &expires, &idle,
-		&lastActive, &s.ProviderState, &s.Pool, &s.Instance, &s.Version); err != nil {
+		&lastActive, &s.ProviderState, &s.Pool, &s.Instance, &s.OwnerID, &s.OrgID,
+		&s.Version); err != nil {
 		return nil, err
 	}
 	var err error
@@ -67,7 +68,7 @@ func sandboxArgs(s *store.Sandbox) ([]any, error) {
 	return []any{s.Backend, s.Profile, string(s.State), s.Reason, s.Image, s.Spec,
 		metadata, entrypoint, micros(s.CreatedAt), micros(s.UpdatedAt),
 		nullMicros(s.ExpiresAt), int64(s.IdleTimeout), micros(s.LastActiveAt),
-		s.ProviderState, s.Pool, s.Instance}, nil
+		s.ProviderState, s.Pool, s.Instance, s.OwnerID, s.OrgID}, nil
 }
 
 // CreateSandbox inserts s with Version 1, first setting a zero CreatedAt to
@@ -87,7 +88,7 @@ func (st *Store) CreateSandbox(ctx context.Context, s *store.Sandbox) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
 		ON CONFLICT (id) DO NOTHING`, append([]any{s.ID}, args...)...)
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
@@ -149,7 +150,8 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET backend = ?, profile = ?,
 		state = ?, reason = ?, image = ?, spec = ?, metadata = ?, entrypoint = ?,
 		created_at = ?, updated_at = ?, expires_at = ?, idle_timeout = ?,
-		last_active_at = ?, provider_state = ?, pool = ?, instance = ?, version = version + 1
+		last_active_at = ?, provider_state = ?, pool = ?, instance = ?, owner_id = ?,
+		org_id = ?, version = version + 1
 		WHERE id = ? AND version = ?`, append(args, s.ID, s.Version)...)
 	if err != nil {
 		return fmt.Errorf("update sandbox: %w", err)
@@ -212,6 +214,10 @@ func listWhere(f store.ListFilter) (string, []any) {
 	if f.Instance != "" {
 		conds = append(conds, "s.instance = ?")
 		args = append(args, f.Instance)
+	}
+	if f.OwnerID != "" {
+		conds = append(conds, "s.owner_id = ?")
+		args = append(args, f.OwnerID)
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.Metadata)) {
 		conds = append(conds, `EXISTS (SELECT 1 FROM sandbox_metadata m

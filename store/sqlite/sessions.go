@@ -13,8 +13,8 @@ import (
 
 // sessionColumns lists the columns scanSession reads, in its order.
 const sessionColumns = `id, agent_id, engine_kind, state, title, current_turn_id,
-	pending_interaction, sandbox_id, runtime, native_key, created_at, updated_at,
-	last_active_at, version`
+	pending_interaction, sandbox_id, runtime, native_key, owner_id, org_id, created_at,
+	updated_at, last_active_at, version`
 
 // scanSession reads one row of sessionColumns.
 func scanSession(row rowScanner) (*store.Session, error) {
@@ -24,8 +24,8 @@ func scanSession(row rowScanner) (*store.Session, error) {
 		created, updated, lastActive int64
 	)
 	if err := row.Scan(&s.ID, &s.AgentID, &s.EngineKind, &s.State, &s.Title, &s.CurrentTurnID,
-		&pending, &s.SandboxID, &runtime, &s.NativeKey, &created, &updated, &lastActive,
-		&s.Version); err != nil {
+		&pending, &s.SandboxID, &runtime, &s.NativeKey, &s.OwnerID, &s.OrgID, &created,
+		&updated, &lastActive, &s.Version); err != nil {
 		return nil, err
 	}
 	s.PendingInteraction, s.Runtime = pending, runtime
@@ -51,10 +51,10 @@ func (st *Store) CreateSession(ctx context.Context, s *store.Session) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (id) DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (id) DO NOTHING`,
 		s.ID, s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID,
 		[]byte(s.PendingInteraction), s.SandboxID, []byte(s.Runtime), s.NativeKey,
-		micros(s.CreatedAt), micros(s.UpdatedAt), micros(s.LastActiveAt))
+		s.OwnerID, s.OrgID, micros(s.CreatedAt), micros(s.UpdatedAt), micros(s.LastActiveAt))
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -87,19 +87,22 @@ func (st *Store) GetSession(ctx context.Context, id string) (*store.Session, err
 }
 
 // UpdateSession replaces the record if its stored Version equals s.Version,
-// then increments s.Version; a zero UpdatedAt is set to now. CreatedAt
-// keeps the stored value, which is written back into s. ErrConflict on
-// another version, ErrNotFound if absent.
+// then increments s.Version; a zero UpdatedAt is set to now. CreatedAt,
+// OwnerID and OrgID keep the stored values, which are written back into s.
+// ErrConflict on another version, ErrNotFound if absent.
 func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
 	updated := nowIfZero(s.UpdatedAt)
-	var created int64
+	var (
+		created    int64
+		owner, org string
+	)
 	err := st.w.QueryRowContext(ctx, `UPDATE sessions SET agent_id = ?, engine_kind = ?,
 		state = ?, title = ?, current_turn_id = ?, pending_interaction = ?, sandbox_id = ?,
 		runtime = ?, native_key = ?, updated_at = ?, last_active_at = ?, version = version + 1
-		WHERE id = ? AND version = ? RETURNING created_at`,
+		WHERE id = ? AND version = ? RETURNING created_at, owner_id, org_id`,
 		s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID, []byte(s.PendingInteraction),
 		s.SandboxID, []byte(s.Runtime), s.NativeKey, micros(updated), micros(s.LastActiveAt),
-		s.ID, s.Version).Scan(&created)
+		s.ID, s.Version).Scan(&created, &owner, &org)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st.missOrConflict(ctx, "update session", `SELECT 1 FROM sessions WHERE id = ?`, s.ID, s.Version)
 	}
@@ -107,6 +110,7 @@ func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
 		return fmt.Errorf("update session: %w", err)
 	}
 	s.CreatedAt, s.UpdatedAt = fromMicros(created), updated
+	s.OwnerID, s.OrgID = owner, org
 	s.Version++
 	return nil
 }
@@ -152,6 +156,10 @@ func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*st
 	if f.AgentID != "" {
 		conds = append(conds, "agent_id = ?")
 		args = append(args, f.AgentID)
+	}
+	if f.OwnerID != "" {
+		conds = append(conds, "owner_id = ?")
+		args = append(args, f.OwnerID)
 	}
 	if len(f.States) > 0 {
 		cond, stateArgs := inStrings("state", f.States)

@@ -113,6 +113,62 @@ func TestUpgrade(t *testing.T) {
 	}
 }
 
+// TestUpgradeOwners opens a file of the schema before owners, holding a
+// sandbox, an agent and a session: they read back as the bootstrap user's
+// ("admin" in org "default"), the agent private and shared with no one, and
+// the owner filters select them.
+func TestUpgradeOwners(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "astrabox.db")
+	ctx := t.Context()
+	if err := sqlite.MigrateTo(ctx, path, 9); err != nil {
+		t.Fatalf("migrate to 9: %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sandboxes (id, backend, profile, state, reason, image, metadata,
+			created_at, updated_at, idle_timeout, last_active_at, version)
+			VALUES ('old-box', 'native', 'default', 'running', '', 'debian', '{}', 0, 0, 0, 0, 1)`,
+		`INSERT INTO agents (id, name, engine_kind, runtime_profile, model, instructions,
+			permission_mode, tools, vault_ids, version, created_at, updated_at)
+			VALUES ('old-agent', 'Old', 'claude-code', 'default', '', '', 'ask', NULL, '[]', 1, 0, 0)`,
+		`INSERT INTO sessions (id, agent_id, engine_kind, state, title, current_turn_id,
+			sandbox_id, native_key, created_at, updated_at, last_active_at, version)
+			VALUES ('old-session', 'old-agent', 'claude-code', 'READY', '', '', '', '', 0, 0, 0, 1)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			db.Close()
+			t.Fatalf("insert a record of schema 9: %v", err)
+		}
+	}
+	db.Close()
+
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	if b, err := s.GetSandbox(ctx, "old-box"); err != nil || b.OwnerID != "admin" || b.OrgID != "default" {
+		t.Errorf("sandbox after upgrade = %+v, %v; want owner admin in org default", b, err)
+	}
+	if got, total, err := s.ListSandboxes(ctx, store.ListFilter{OwnerID: "admin"}); err != nil || total != 1 || len(got) != 1 {
+		t.Errorf("admin's sandboxes after upgrade: %d, %v; want old-box", total, err)
+	}
+	a, err := s.GetAgent(ctx, "old-agent")
+	if err != nil || a.OwnerID != "admin" || a.OrgID != "default" || a.Visibility != store.VisibilityPrivate ||
+		a.AllowedUserIDs != nil || a.Admins != nil || a.Tools != nil || a.VaultIDs == nil {
+		t.Errorf("agent after upgrade = %+v, %v; want admin's, private, shared with no one", a, err)
+	}
+	if sess, err := s.GetSession(ctx, "old-session"); err != nil || sess.OwnerID != "admin" || sess.OrgID != "default" {
+		t.Errorf("session after upgrade = %+v, %v; want owner admin in org default", sess, err)
+	}
+	if got, err := s.ListSessions(ctx, store.SessionFilter{OwnerID: "admin"}); err != nil || len(got) != 1 {
+		t.Errorf("admin's sessions after upgrade: %v, %v; want old-session", got, err)
+	}
+}
+
 func TestFileMode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "astrabox.db")
 	s, err := sqlite.Open(t.Context(), path)

@@ -22,6 +22,11 @@ func newAgent(id string, mods ...func(*store.Agent)) *store.Agent {
 		PermissionMode: "ask",
 		Tools:          []string{"read", "grep", "bash"},
 		VaultIDs:       []string{"vault-1", "vault-2"},
+		OwnerID:        "user-alice",
+		OrgID:          "org-1",
+		Visibility:     store.VisibilityShared,
+		AllowedUserIDs: []string{"user-bob", "user-carol"},
+		Admins:         []string{"user-dave"},
 		CreatedAt:      t0,
 		UpdatedAt:      at(time.Second),
 	}
@@ -32,16 +37,22 @@ func newAgent(id string, mods ...func(*store.Agent)) *store.Agent {
 }
 
 // checkAgent fails t unless got is want as read back from a store: the
-// lists equal, with Tools nil exactly when want's is.
+// lists equal, with Tools, AllowedUserIDs and Admins nil exactly when
+// want's are.
 func checkAgent(t *testing.T, got, want *store.Agent) {
 	t.Helper()
+	sameList := func(g, w []string) bool { return slices.Equal(g, w) && (g == nil) == (w == nil) }
 	if got.ID != want.ID || got.Name != want.Name || got.EngineKind != want.EngineKind ||
 		got.RuntimeProfile != want.RuntimeProfile || got.Model != want.Model ||
 		got.Instructions != want.Instructions || got.PermissionMode != want.PermissionMode ||
-		!slices.Equal(got.Tools, want.Tools) || (got.Tools == nil) != (want.Tools == nil) ||
-		!slices.Equal(got.VaultIDs, want.VaultIDs) || got.Version != want.Version ||
+		!sameList(got.Tools, want.Tools) || !slices.Equal(got.VaultIDs, want.VaultIDs) ||
+		got.OwnerID != want.OwnerID || got.OrgID != want.OrgID || got.Visibility != want.Visibility ||
+		!sameList(got.AllowedUserIDs, want.AllowedUserIDs) || !sameList(got.Admins, want.Admins) ||
+		got.Version != want.Version ||
 		!sameTime(got.CreatedAt, want.CreatedAt) || !sameTime(got.UpdatedAt, want.UpdatedAt) {
-		t.Errorf("agent = %+v (tools nil: %v), want %+v (tools nil: %v)", *got, got.Tools == nil, *want, want.Tools == nil)
+		t.Errorf("agent = %+v (nil tools, allowed, admins: %v %v %v)\nwant %+v (nil: %v %v %v)",
+			*got, got.Tools == nil, got.AllowedUserIDs == nil, got.Admins == nil,
+			*want, want.Tools == nil, want.AllowedUserIDs == nil, want.Admins == nil)
 	}
 }
 
@@ -65,6 +76,13 @@ func testAgents(t *testing.T, st store.Store) {
 		{"every tool", newAgent("every-tool", func(a *store.Agent) { a.Tools = nil })},
 		{"no tool", newAgent("no-tool", func(a *store.Agent) { a.Tools = []string{} })},
 		{"no vault", newAgent("no-vault", func(a *store.Agent) { a.VaultIDs = nil })},
+		{"private", newAgent("private", func(a *store.Agent) {
+			a.Visibility, a.AllowedUserIDs, a.Admins = store.VisibilityPrivate, nil, nil
+		})},
+		{"empty sharing lists", newAgent("empty-lists", func(a *store.Agent) {
+			a.Visibility, a.AllowedUserIDs, a.Admins = store.VisibilityPublic, []string{}, []string{}
+		})},
+		{"other owner", newAgent("other-owner", func(a *store.Agent) { a.OwnerID, a.OrgID = "üser-✓", "org-2" })},
 		{"empty strings", &store.Agent{ID: "empty", CreatedAt: t0, UpdatedAt: t0}},
 		{"unicode", newAgent("ünï-✓", func(a *store.Agent) { a.Tools = []string{`q"uote`, "ü", ""} })},
 	}
@@ -123,6 +141,8 @@ func testAgentUpdate(t *testing.T, st store.Store) {
 	a := mustGetAgent(t, st, "a")
 	a.Name, a.Model, a.Instructions, a.PermissionMode = "Renamed", "opus", "", "auto"
 	a.Tools, a.VaultIDs = nil, []string{"vault-3"}
+	a.Visibility, a.AllowedUserIDs, a.Admins = store.VisibilityPublic, nil, []string{"user-erin", "user-bob"}
+	a.OwnerID, a.OrgID = "mallory", "org-x" // kept as created
 	a.UpdatedAt = at(time.Hour)
 	if err := st.UpdateAgent(ctx, a); err != nil {
 		t.Fatalf("update: %v", err)
@@ -130,11 +150,15 @@ func testAgentUpdate(t *testing.T, st store.Store) {
 	if a.Version != 2 {
 		t.Errorf("Version after update = %d, want 2", a.Version)
 	}
+	if a.OwnerID != "user-alice" || a.OrgID != "org-1" {
+		t.Errorf("written back owner = %q in %q, want the created user-alice in org-1", a.OwnerID, a.OrgID)
+	}
 	checkAgent(t, mustGetAgent(t, st, "a"), a)
 
 	before := time.Now()
 	a.UpdatedAt = time.Time{}
 	a.Tools = []string{}
+	a.Visibility, a.AllowedUserIDs, a.Admins = store.VisibilityShared, []string{"user-bob"}, []string{}
 	if err := st.UpdateAgent(ctx, a); err != nil {
 		t.Fatalf("update without UpdatedAt: %v", err)
 	}

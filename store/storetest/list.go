@@ -11,7 +11,8 @@ import (
 
 // listFixture creates sandboxes, in an order unlike the listing order, that
 // the list tests select from. Listed by CreatedAt then ID (byte-wise) they
-// are c1 Z9 a1 a2 b1 b2 c2.
+// are c1 Z9 a1 a2 b1 b2 c2. Their owners are alice (a1 a2 c2), bob (b1 b2)
+// and admin (c1 Z9).
 func listFixture(t *testing.T, st store.Store) {
 	t.Helper()
 	type row struct {
@@ -38,6 +39,10 @@ func listFixture(t *testing.T, st store.Store) {
 			s.State = r.state
 			s.Metadata = r.metadata
 			s.ExpiresAt = nil
+			s.OwnerID, s.OrgID = "admin", "default"
+			if o := r.metadata["owner"]; o != "" {
+				s.OwnerID, s.OrgID = o, "org-"+o
+			}
 			s.Instance = r.backend + ":one"
 			if r.id == "b2" {
 				s.Instance = "docker:two"
@@ -81,6 +86,12 @@ func testList(t *testing.T, st store.Store) {
 			ExpiresBefore: ptr(at(time.Hour + time.Millisecond)),
 		}, []string{"c1", "a1"}},
 		{"backend and metadata", store.ListFilter{Backend: "native", Metadata: map[string]string{"owner": "alice"}}, []string{"a1", "a2"}},
+		{"owner", store.ListFilter{OwnerID: "alice"}, []string{"a1", "a2", "c2"}},
+		{"other owner", store.ListFilter{OwnerID: "admin"}, []string{"c1", "Z9"}},
+		{"owner and state", store.ListFilter{OwnerID: "bob", States: []sandbox.State{running}}, []string{"b1"}},
+		{"owner and backend", store.ListFilter{OwnerID: "alice", Backend: "native"}, []string{"a1", "a2"}},
+		{"unknown owner", store.ListFilter{OwnerID: "carol"}, nil},
+		{"owner is no metadata", store.ListFilter{Metadata: map[string]string{"owner": "admin"}}, nil},
 		{"nothing matches all", store.ListFilter{Backend: "docker", Metadata: map[string]string{"team": "edge"}}, nil},
 	}
 	for _, tc := range tests {
@@ -120,6 +131,9 @@ func testListPaging(t *testing.T, st store.Store) {
 		{"one page holds all", store.ListFilter{Page: 1, PageSize: 100}, []string{"c1", "Z9", "a1", "a2", "b1", "b2", "c2"}, 7},
 		{"filtered page", store.ListFilter{Metadata: alice, Page: 2, PageSize: 2}, []string{"c2"}, 3},
 		{"filtered past the end", store.ListFilter{Metadata: alice, Page: 3, PageSize: 2}, nil, 3},
+		{"owner's page 1", store.ListFilter{OwnerID: "alice", Page: 1, PageSize: 2}, []string{"a1", "a2"}, 3},
+		{"owner's page 2", store.ListFilter{OwnerID: "alice", Page: 2, PageSize: 2}, []string{"c2"}, 3},
+		{"owner's past the end", store.ListFilter{OwnerID: "alice", Page: 3, PageSize: 2}, nil, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,10 +12,12 @@ import (
 	"github.com/astrabox/astrabox/store"
 )
 
-// pooled returns a mod that makes a record a member of pool created at d.
+// pooled returns a mod that makes a record a member of pool created at d,
+// with no owner until it is claimed.
 func pooled(pool string, d time.Duration, state sandbox.State) func(*store.Sandbox) {
 	return func(s *store.Sandbox) {
 		s.Pool, s.State, s.CreatedAt, s.ExpiresAt = pool, state, at(d), nil
+		s.OwnerID, s.OrgID = "", ""
 	}
 }
 
@@ -42,6 +44,7 @@ func testPools(t *testing.T, st store.Store) {
 		{"one pool, Running", store.ListFilter{Pool: "py:1", States: []sandbox.State{sandbox.StateRunning}}, []string{"p-old", "p-new"}},
 		{"all pools", store.ListFilter{AllPools: true}, []string{"p-pending", "q", "user", "p-old", "p-new"}},
 		{"unknown pool", store.ListFilter{Pool: "none"}, nil},
+		{"an owner's, all pools", store.ListFilter{OwnerID: "user-alice", AllPools: true}, []string{"user"}},
 	}
 	for _, tc := range lists {
 		got, total, err := st.ListSandboxes(ctx, tc.f)
@@ -65,6 +68,16 @@ func testPools(t *testing.T, st store.Store) {
 	want.Pool, want.Version = "", before.Version+1
 	checkSandbox(t, claimed, &want)
 	checkSandbox(t, mustGet(t, st, "p-old"), &want)
+	// The claimer makes the box its user's, as lifecycle's adopt does.
+	claimed.OwnerID, claimed.OrgID = "user-bob", "org-2"
+	if err := st.UpdateSandbox(ctx, claimed); err != nil {
+		t.Fatalf("give the claimed box its owner: %v", err)
+	}
+	checkSandbox(t, mustGet(t, st, "p-old"), claimed)
+	if got, total, err := st.ListSandboxes(ctx, store.ListFilter{OwnerID: "user-bob"}); err != nil ||
+		total != 1 || !slices.Equal(ids(got), []string{"p-old"}) {
+		t.Errorf("the claimer's boxes = %v (total %d), %v; want [p-old]", ids(got), total, err)
+	}
 	if got, err := st.ClaimPooled(ctx, "py:1"); err != nil || got.ID != "p-new" {
 		t.Fatalf("second claim = %v, %v; want p-new", got, err)
 	}

@@ -45,6 +45,8 @@ func testSandboxRoundTrip(t *testing.T, st store.Store) {
 		})},
 		{"zero last active", newSandbox("zero-last-active", func(s *store.Sandbox) { s.LastActiveAt = time.Time{} })},
 		{"unicode id", newSandbox("box-ünï-✓", func(s *store.Sandbox) { s.Reason = "multi\nline\treason" })},
+		{"other owner", newSandbox("other-owner", func(s *store.Sandbox) { s.OwnerID, s.OrgID = "üser-✓", "org-2" })},
+		{"no owner", newSandbox("no-owner", func(s *store.Sandbox) { s.OwnerID, s.OrgID = "", "" })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,6 +154,7 @@ func testUpdate(t *testing.T, st store.Store) {
 	s.IdleTimeout = 0
 	s.LastActiveAt = at(time.Minute)
 	s.ProviderState = nil
+	s.OwnerID, s.OrgID = "user-bob", "org-2" // written as given, unlike an agent's
 	if err := st.UpdateSandbox(ctx, s); err != nil {
 		t.Fatalf("update: %v", err)
 	}
@@ -170,6 +173,8 @@ func testUpdate(t *testing.T, st store.Store) {
 		{"new value", store.ListFilter{Metadata: map[string]string{"owner": "bob"}}, 1},
 		{"new backend", store.ListFilter{Backend: "docker"}, 1},
 		{"no expiry", store.ListFilter{ExpiresBefore: ptr(at(1000 * time.Hour))}, 0},
+		{"old owner", store.ListFilter{OwnerID: "user-alice"}, 0},
+		{"new owner", store.ListFilter{OwnerID: "user-bob"}, 1},
 	}
 	for _, tc := range filters {
 		if _, total, err := st.ListSandboxes(ctx, tc.f); err != nil || total != tc.total {

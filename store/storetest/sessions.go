@@ -25,6 +25,8 @@ func newSession(id string, mods ...func(*store.Session)) *store.Session {
 		SandboxID:          "box-1",
 		Runtime:            json.RawMessage(`{"command":"c-1","offset":1234}`),
 		NativeKey:          "native-" + id,
+		OwnerID:            "user-alice",
+		OrgID:              "org-1",
 		CreatedAt:          t0,
 		UpdatedAt:          at(time.Second),
 		LastActiveAt:       at(2 * time.Second),
@@ -43,7 +45,8 @@ func checkSession(t *testing.T, got, want *store.Session) {
 	if got.ID != want.ID || got.AgentID != want.AgentID || got.EngineKind != want.EngineKind ||
 		got.State != want.State || got.Title != want.Title || got.CurrentTurnID != want.CurrentTurnID ||
 		!sameJSON(got.PendingInteraction, want.PendingInteraction) || got.SandboxID != want.SandboxID ||
-		!sameJSON(got.Runtime, want.Runtime) || got.NativeKey != want.NativeKey || got.Version != want.Version ||
+		!sameJSON(got.Runtime, want.Runtime) || got.NativeKey != want.NativeKey ||
+		got.OwnerID != want.OwnerID || got.OrgID != want.OrgID || got.Version != want.Version ||
 		!sameTime(got.CreatedAt, want.CreatedAt) || !sameTime(got.UpdatedAt, want.UpdatedAt) ||
 		!sameTime(got.LastActiveAt, want.LastActiveAt) {
 		t.Errorf("session = %+v\nwant %+v", *got, *want)
@@ -77,6 +80,7 @@ func testSessions(t *testing.T, st store.Store) {
 		{"full", newSession("full")},
 		{"nothing pending", newSession("idle", func(s *store.Session) { s.PendingInteraction, s.CurrentTurnID = nil, "" })},
 		{"no runtime", newSession("fresh", func(s *store.Session) { s.Runtime, s.SandboxID, s.NativeKey = nil, "", "" })},
+		{"other owner", newSession("other-owner", func(s *store.Session) { s.OwnerID, s.OrgID = "üser-✓", "org-2" })},
 		{"large runtime", newSession("large", func(s *store.Session) {
 			s.Runtime = json.RawMessage(fmt.Sprintf(`{"blob":%q}`, bytes.Repeat([]byte("x"), 1<<20)))
 		})},
@@ -138,11 +142,15 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 	s.PendingInteraction, s.Runtime = nil, json.RawMessage(`{"command":"c-2"}`)
 	s.SandboxID, s.NativeKey = "box-2", "native-2"
 	s.UpdatedAt, s.LastActiveAt = at(time.Hour), at(time.Hour)
+	s.OwnerID, s.OrgID = "mallory", "org-x" // kept as created
 	if err := st.UpdateSession(ctx, s); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	if s.Version != 2 {
 		t.Errorf("Version after update = %d, want 2", s.Version)
+	}
+	if s.OwnerID != "user-alice" || s.OrgID != "org-1" {
+		t.Errorf("written back owner = %q in %q, want the created user-alice in org-1", s.OwnerID, s.OrgID)
 	}
 	checkSession(t, mustGetSession(t, st, "s"), s)
 
@@ -165,12 +173,14 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 }
 
 func testSessionList(t *testing.T, st store.Store) {
-	fixture := []struct{ id, agent, state string }{
-		{"s3", "a1", "READY"}, {"s1", "a1", "BUSY"}, {"s5", "a2", "READY"},
-		{"s2", "a2", "TERMINATED"}, {"s4", "a1", "READY"},
+	fixture := []struct{ id, agent, state, owner string }{
+		{"s3", "a1", "READY", "alice"}, {"s1", "a1", "BUSY", "bob"}, {"s5", "a2", "READY", "alice"},
+		{"s2", "a2", "TERMINATED", "alice"}, {"s4", "a1", "READY", "bob"},
 	}
 	for _, f := range fixture {
-		mustCreateSession(t, st, newSession(f.id, func(s *store.Session) { s.AgentID, s.State = f.agent, f.state }))
+		mustCreateSession(t, st, newSession(f.id, func(s *store.Session) {
+			s.AgentID, s.State, s.OwnerID = f.agent, f.state, f.owner
+		}))
 	}
 	tests := []struct {
 		name string
@@ -187,6 +197,14 @@ func testSessionList(t *testing.T, st store.Store) {
 		{"next page", store.SessionFilter{AfterID: "s2", Limit: 2}, []string{"s3", "s4"}},
 		{"filtered page", store.SessionFilter{AgentID: "a1", AfterID: "s1", Limit: 1}, []string{"s3"}},
 		{"after the last", store.SessionFilter{AfterID: "s5"}, nil},
+		{"owner", store.SessionFilter{OwnerID: "alice"}, []string{"s2", "s3", "s5"}},
+		{"unknown owner", store.SessionFilter{OwnerID: "carol"}, nil},
+		{"owner and agent", store.SessionFilter{OwnerID: "alice", AgentID: "a1"}, []string{"s3"}},
+		{"owner and state", store.SessionFilter{OwnerID: "bob", States: []string{"READY"}}, []string{"s4"}},
+		{"owner, every filter", store.SessionFilter{OwnerID: "bob", AgentID: "a1",
+			States: []string{"BUSY", "READY"}, AfterID: "s1", Limit: 5}, []string{"s4"}},
+		{"owner's first page", store.SessionFilter{OwnerID: "alice", Limit: 2}, []string{"s2", "s3"}},
+		{"owner's next page", store.SessionFilter{OwnerID: "alice", AfterID: "s3", Limit: 2}, []string{"s5"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

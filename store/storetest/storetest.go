@@ -123,6 +123,8 @@ func newSandbox(id string, mods ...func(*store.Sandbox)) *store.Sandbox {
 		LastActiveAt:  at(2 * time.Second),
 		ProviderState: []byte{0, 1, 2, 0xff, 0},
 		Instance:      "native:host-a:0011",
+		OwnerID:       "user-alice",
+		OrgID:         "org-1",
 	}
 	for _, m := range mods {
 		m(s)
@@ -213,6 +215,12 @@ func sandboxDiff(got, want *store.Sandbox) []string {
 	}
 	if got.Instance != want.Instance {
 		add("Instance", got.Instance, want.Instance)
+	}
+	if got.OwnerID != want.OwnerID {
+		add("OwnerID", got.OwnerID, want.OwnerID)
+	}
+	if got.OrgID != want.OrgID {
+		add("OrgID", got.OrgID, want.OrgID)
 	}
 	if got.Version != want.Version {
 		add("Version", got.Version, want.Version)
