@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // This file is the agent platform's half of the SDK: the calls of the
 // /api/v1 routes of PLATFORM.md (engines, RuntimeProfiles, Agents,
-// Sessions and their inputs). Their wire types are in platform_types.go;
+// Sessions and their inputs). Their wire types are package platform/wire's,
+// named in platform_types.go;
 // following a Session's output is in follow.go and aistream.go.
 
 // ListEngines returns the installed agent programs.
@@ -93,9 +96,7 @@ func (c *Client) DeleteAgent(ctx context.Context, id string) error {
 // CreateConversation opens a Session with an Agent; its runtime starts
 // building at once.
 func (c *Client) CreateConversation(ctx context.Context, agentID string, opts ConversationOptions) (Conversation, error) {
-	body := struct {
-		Title string `json:"title,omitempty"`
-	}{opts.Title}
+	body := wire.ConversationRequest{Title: opts.Title}
 	resp, err := c.apiDo(ctx, http.MethodPost, "/agents/"+url.PathEscape(agentID)+"/conversations", nil, body, idem(opts.IdempotencyKey))
 	if err != nil {
 		return Conversation{}, err
@@ -136,10 +137,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 // in order. A non-empty clientMessageID makes the call safe to retry: a
 // repeat returns the first receipt (Repeated set) and records nothing.
 func (c *Client) SendInput(ctx context.Context, sessionID, content, clientMessageID string) (Receipt, error) {
-	body := struct {
-		Content         string `json:"content"`
-		ClientMessageID string `json:"client_message_id,omitempty"`
-	}{content, clientMessageID}
+	body := wire.TurnInput{Content: content, ClientMessageID: clientMessageID}
 	resp, err := c.apiDo(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/turn-inputs", nil, body, nil)
 	if err != nil {
 		return Receipt{}, err
@@ -155,20 +153,15 @@ func (c *Client) SendInput(ctx context.Context, sessionID, content, clientMessag
 // Interrupt asks the Session to stop the reply in progress; it reports
 // whether there was one. Queued inputs stay queued.
 func (c *Client) Interrupt(ctx context.Context, sessionID string) (bool, error) {
-	var out struct {
-		Status string `json:"status"`
-	}
+	var out wire.InterruptResult
 	err := c.apiJSON(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/interrupt", nil, struct{}{}, &out, nil)
-	return out.Status == "accepted", err
+	return out.Status == wire.InterruptAccepted, err
 }
 
 // Respond answers the Session's pending interaction (INTERACTION_CLOSED
 // when interactionID is not the one open).
 func (c *Client) Respond(ctx context.Context, sessionID, interactionID string, answer Answer) error {
-	body := struct {
-		InteractionID string `json:"interaction_id"`
-		Answer        Answer `json:"answer"`
-	}{interactionID, answer}
+	body := wire.RespondRequest{InteractionID: interactionID, Answer: answer}
 	return c.apiJSON(ctx, http.MethodPost, "/sessions/"+url.PathEscape(sessionID)+"/interaction-respond", nil, body, nil, nil)
 }
 

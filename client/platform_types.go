@@ -1,54 +1,83 @@
 package client
 
 import (
-	"encoding/json"
 	"net/url"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
 // The wire types of the agent platform's /api/v1 routes (PLATFORM.md).
+// Their one declaration is in package platform/wire, which the server
+// writes them with; the names below are aliases of them, so that SDK users
+// write client.Session, client.Agent and so on. RuntimeProfile and its
+// parts are the SDK's own (see RuntimeProfile).
 
 // Session states (wire.SessionState; PLATFORM.md).
 const (
-	SessionCreating         = string(wire.SessionCreating)
-	SessionReady            = string(wire.SessionReady)
-	SessionBusy             = string(wire.SessionBusy)
-	SessionInterrupting     = string(wire.SessionInterrupting)
-	SessionRecoveryRequired = string(wire.SessionRecoveryRequired)
-	SessionTerminated       = string(wire.SessionTerminated)
-	SessionDeleted          = string(wire.SessionDeleted)
+	SessionCreating         = wire.SessionCreating
+	SessionReady            = wire.SessionReady
+	SessionBusy             = wire.SessionBusy
+	SessionInterrupting     = wire.SessionInterrupting
+	SessionRecoveryRequired = wire.SessionRecoveryRequired
+	SessionTerminated       = wire.SessionTerminated
+	SessionDeleted          = wire.SessionDeleted
 )
 
 // Decisions of an approval (wire.Decision).
 const (
-	DecisionApprove = string(wire.DecisionApprove)
-	DecisionReject  = string(wire.DecisionReject)
+	DecisionApprove = wire.DecisionApprove
+	DecisionReject  = wire.DecisionReject
 )
 
-// Engine is an installed agent program.
-type Engine struct {
-	Kind            string   `json:"kind"`
-	Title           string   `json:"title"`
-	PermissionModes []string `json:"permission_modes"`
-	ModelAPI        string   `json:"model_api"`
-	StateFormat     string   `json:"state_format"`
-	Capabilities    []string `json:"capabilities"`
-	// Tools the program offers; an Agent's tools are a subset.
-	Tools []string `json:"tools,omitempty"`
-	// Image is the image the program needs ("": any image).
-	Image string `json:"image,omitempty"`
-	// Images says per enabled backend whether that image is present.
-	Images map[string]bool `json:"images"`
-}
+type (
+	// SessionState is a Session's state.
+	SessionState = wire.SessionState
+	// Decision is an approval's answer.
+	Decision = wire.Decision
+	// Engine is an installed agent program, with per enabled backend
+	// whether the image it needs is present.
+	Engine = wire.Engine
+	// Agent is a stored Agent.
+	Agent = wire.Agent
+	// AgentRequest creates an Agent or replaces one's fields (see
+	// wire.AgentRequest for the defaults and Version).
+	AgentRequest = wire.AgentRequest
+	// Session is a conversation with an Agent; its nullable fields are
+	// pointers (nil: JSON null).
+	Session = wire.Session
+	// SessionRuntime says which replica holds a Session's runtime.
+	SessionRuntime = wire.SessionRuntime
+	// PendingInput is an input accepted but not yet consumed.
+	PendingInput = wire.PendingInput
+	// Interaction is an approval or a question a reply waits for.
+	Interaction = wire.Interaction
+	// Answer answers an Interaction: Decision (DecisionApprove or
+	// DecisionReject) with an optional Comment for an approval, Answers
+	// (one per question) for a question.
+	Answer = wire.Answer
+	// Conversation is a Session opened by CreateConversation; Replayed
+	// says a repeated Idempotency-Key was answered with the first call's
+	// Session.
+	Conversation = wire.Conversation
+	// Receipt acknowledges an input; Repeated says its clientMessageID
+	// was sent before (the receipt is the first one's).
+	Receipt = wire.Receipt
+	// Transcript is a Session's log, or a page of it, folded into AI SDK
+	// UI messages.
+	Transcript = wire.Transcript
+	// UIMessage is an AI SDK UI message: a user message per input (its ID
+	// is the input id) and an assistant message per reply.
+	UIMessage = wire.UIMessage
+)
 
 // RuntimeProfile is a stored profile with every field, the sandbox ones
 // (backend, image, resources, ...) and the agent platform's (engine kinds,
-// model endpoint, workspace).
+// model endpoint, workspace). The server's declaration is the sandbox
+// layer's (lifecycle.Profile, which builds on package sandbox and may not
+// import the platform's wire), so this one mirrors it: a test checks that
+// their JSON keys agree.
 type RuntimeProfile struct {
 	Name         string               `json:"name"`
 	Backend      string               `json:"backend,omitempty"`
@@ -106,38 +135,6 @@ type SessionLimits struct {
 	FramesPerSecond  int64 `json:"frames_per_second,omitempty"`
 }
 
-// Agent is a stored Agent.
-type Agent struct {
-	ID             string    `json:"agent_id"`
-	Name           string    `json:"name"`
-	EngineKind     string    `json:"engine_kind"`
-	RuntimeProfile string    `json:"runtime_profile"`
-	Model          string    `json:"model"`
-	Instructions   string    `json:"instructions"`
-	PermissionMode string    `json:"permission_mode"`
-	Tools          []string  `json:"tools"`
-	VaultIDs       []string  `json:"vault_ids"`
-	Version        int64     `json:"version"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-}
-
-// AgentRequest creates an Agent or replaces one's fields. Empty
-// EngineKind, PermissionMode and Model take the server's defaults
-// ("astrabox", the engine's first mode, the profile's first model); a
-// non-nil Version on update changes only that version (VERSION_CONFLICT).
-type AgentRequest struct {
-	Name           string   `json:"name"`
-	EngineKind     string   `json:"engine_kind,omitempty"`
-	RuntimeProfile string   `json:"runtime_profile"`
-	Model          string   `json:"model,omitempty"`
-	Instructions   string   `json:"instructions,omitempty"`
-	PermissionMode string   `json:"permission_mode,omitempty"`
-	Tools          []string `json:"tools,omitempty"`
-	VaultIDs       []string `json:"vault_ids,omitempty"`
-	Version        *int64   `json:"version,omitempty"`
-}
-
 // PageOptions pick a page of a list: at most Limit items (0: the server's
 // default) after Cursor (a previous page's NextCursor; "" for the first).
 type PageOptions struct {
@@ -162,120 +159,10 @@ type Page[T any] struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// Session is a conversation with an Agent.
-type Session struct {
-	ID            string `json:"session_id"`
-	AgentID       string `json:"agent_id"`
-	EngineKind    string `json:"engine_kind"`
-	State         string `json:"state"`
-	Title         string `json:"title"`
-	CurrentTurnID string `json:"current_turn_id"`
-	// LastSeq is the seq of the last entry of the Session's log.
-	LastSeq int64 `json:"last_seq"`
-	// PendingInteraction is the approval or question the reply in
-	// progress waits for, or nil.
-	PendingInteraction *Interaction   `json:"pending_interaction"`
-	PendingInputs      []PendingInput `json:"pending_inputs"`
-	SandboxID          string         `json:"sandbox_id"`
-	Runtime            SessionRuntime `json:"runtime"`
-	CreatedAt          time.Time      `json:"created_at"`
-	UpdatedAt          time.Time      `json:"updated_at"`
-}
-
-// SessionRuntime says which replica holds a Session's runtime.
-type SessionRuntime struct {
-	// State is "none", "held" or "expired".
-	State          string     `json:"state"`
-	Holder         string     `json:"holder"`
-	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
-}
-
-// PendingInput is an input accepted but not yet consumed.
-type PendingInput struct {
-	InputID string `json:"input_id"`
-	TurnID  string `json:"turn_id"`
-	Seq     int64  `json:"seq"`
-	State   string `json:"state"`
-}
-
-// Interaction is an approval or a question a reply waits for.
-type Interaction struct {
-	ID string `json:"interaction_id"`
-	// Kind is "approval" or "question".
-	Kind       string          `json:"kind"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	ToolName   string          `json:"tool_name,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Questions  []string        `json:"questions,omitempty"`
-}
-
-// Answer answers an Interaction: Decision (DecisionApprove or
-// DecisionReject) with an optional Comment for an approval, Answers (one
-// per question) for a question.
-type Answer struct {
-	Decision string   `json:"decision,omitempty"`
-	Comment  string   `json:"comment,omitempty"`
-	Answers  []string `json:"answers,omitempty"`
-}
-
-// Conversation is a Session opened by CreateConversation.
-type Conversation struct {
-	SessionID string `json:"session_id"`
-	AgentID   string `json:"agent_id"`
-	// Replayed is true when the server answered a repeated
-	// Idempotency-Key with the Session it created the first time.
-	Replayed bool `json:"-"`
-}
-
 // ConversationOptions are CreateConversation's optional fields.
 type ConversationOptions struct {
 	Title string
 	// IdempotencyKey makes a retried call return the first call's
 	// Session; the same key with another title is IDEMPOTENCY_KEY_REUSED.
 	IdempotencyKey string
-}
-
-// Receipt acknowledges an input. Seq is the log seq of its
-// input.accepted event; State is the input's current state.
-type Receipt struct {
-	InputID         string `json:"input_id"`
-	TurnID          string `json:"turn_id"`
-	ClientMessageID string `json:"client_message_id"`
-	Seq             int64  `json:"seq"`
-	State           string `json:"state"`
-	// Repeated is true when clientMessageID was sent before: the receipt
-	// is the first one's, and the input was not recorded again.
-	Repeated bool `json:"-"`
-}
-
-// Transcript is a Session's log, or a page of it, folded into AI SDK UI
-// messages.
-type Transcript struct {
-	Messages []UIMessage `json:"messages"`
-	// FirstSeq is the seq of the first log entry folded in (0 when none):
-	// over 1, earlier entries are on the page before it.
-	FirstSeq int64 `json:"first_seq"`
-	// LastSeq is the seq of the last log entry folded in.
-	LastSeq int64 `json:"last_seq"`
-}
-
-// UIMessage is an AI SDK UI message: a user message per input (its ID is
-// the input id) and an assistant message per reply.
-type UIMessage struct {
-	ID       string           `json:"id"`
-	Role     string           `json:"role"`
-	Metadata map[string]any   `json:"metadata,omitempty"`
-	Parts    []map[string]any `json:"parts"`
-}
-
-// Text returns the message's text parts joined.
-func (m UIMessage) Text() string {
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p["type"] == "text" {
-			s, _ := p["text"].(string)
-			b.WriteString(s)
-		}
-	}
-	return b.String()
 }

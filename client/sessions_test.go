@@ -75,7 +75,7 @@ func TestSessionCalls(t *testing.T) {
 		t.Fatalf("interaction %s: %v", ch.Data, err)
 	}
 	s = waitSession(t, c, sid, func(s client.Session) bool { return s.PendingInteraction != nil })
-	if s.PendingInteraction.ID != ia.ID || s.State != client.SessionBusy || s.CurrentTurnID != rc.TurnID {
+	if s.PendingInteraction.ID != ia.ID || s.State != client.SessionBusy || s.CurrentTurnID == nil || *s.CurrentTurnID != rc.TurnID {
 		t.Fatalf("waiting session %+v", s)
 	}
 	if err := c.Respond(ctx, sid, "ia_wrong", client.Answer{Decision: client.DecisionApprove}); client.CodeOf(err) != "INTERACTION_CLOSED" {

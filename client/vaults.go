@@ -3,11 +3,10 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
-	"time"
+
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // Credential vaults (/api/v1/vaults): named sets of secrets assigned to
@@ -16,61 +15,21 @@ import (
 // proxy puts the real value only into requests to the secret's
 // destination. Values are write-only: the server never returns one.
 
-// Vault is a stored vault; its secrets come without their values.
-type Vault struct {
-	ID          string        `json:"vault_id"`
-	Name        string        `json:"name"`
-	Description string        `json:"description"`
-	Secrets     []VaultSecret `json:"secrets"`
-	Version     int64         `json:"version"`
-	CreatedAt   time.Time     `json:"created_at"`
-	UpdatedAt   time.Time     `json:"updated_at"`
-}
-
-// VaultSecret is a stored secret: its variable and destination.
-type VaultSecret struct {
-	Name       string    `json:"name"`
-	Host       string    `json:"host"`
-	PathPrefix string    `json:"path_prefix"`
-	Header     string    `json:"header"`
-	Format     string    `json:"format"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
-
-// VaultRequest creates a vault (with Secrets, each with its value) or
-// replaces one's Name and Description (without Secrets; a non-nil
-// Version changes only that version, else VERSION_CONFLICT).
-type VaultRequest struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Secrets     []Secret `json:"secrets,omitempty"`
-	Version     *int64   `json:"version,omitempty"`
-}
-
-// Secret is a secret as written: Name is the environment variable that
-// holds its placeholder in a box; Value (required) goes only to Host
-// (exact, or "*.domain") under PathPrefix ("": any path) in Header
-// (default Authorization) as Format puts it ("{value}" marks it; default
-// "Bearer {value}" for Authorization, else "{value}").
-type Secret struct {
-	Name       string `json:"name,omitempty"`
-	Value      string `json:"value"`
-	Host       string `json:"host"`
-	PathPrefix string `json:"path_prefix,omitempty"`
-	Header     string `json:"header,omitempty"`
-	Format     string `json:"format,omitempty"`
-}
-
-// String shows the secret without its value.
-func (s Secret) String() string {
-	return fmt.Sprintf("{Name:%s Host:%s PathPrefix:%s Header:%s Format:%s Value:<redacted>}", s.Name, s.Host, s.PathPrefix, s.Header, s.Format)
-}
-
-// GoString shows the secret without its value.
-func (s Secret) GoString() string { return "client.Secret" + s.String() }
-
-// LogValue logs the secret as String shows it.
-func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+type (
+	// Vault is a stored vault; its secrets come without their values.
+	Vault = wire.Vault
+	// VaultSecret is a stored secret: its variable and destination.
+	VaultSecret = wire.VaultSecret
+	// VaultRequest creates a vault (with Secrets, each with its value) or
+	// replaces one's Name and Description (without Secrets; a non-nil
+	// Version changes only that version, else VERSION_CONFLICT).
+	VaultRequest = wire.VaultRequest
+	// Secret is a secret as written: Name is the environment variable
+	// that holds its placeholder in a box; Value (required) goes only to
+	// its destination (see wire.SecretRequest). String, GoString and
+	// LogValue never show Value.
+	Secret = wire.SecretRequest
+)
 
 // CreateVault stores a new vault.
 func (c *Client) CreateVault(ctx context.Context, req VaultRequest) (Vault, error) {

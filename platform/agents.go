@@ -7,41 +7,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
 
-// Agent is the wire form of an Agent.
-type Agent struct {
-	ID             string   `json:"agent_id"`
-	Name           string   `json:"name"`
-	EngineKind     string   `json:"engine_kind"`
-	RuntimeProfile string   `json:"runtime_profile"`
-	Model          string   `json:"model"`
-	Instructions   string   `json:"instructions"`
-	PermissionMode string   `json:"permission_mode"`
-	Tools          []string `json:"tools"`
-	VaultIDs       []string `json:"vault_ids"`
-	Version        int64    `json:"version"`
-	CreatedAt      string   `json:"created_at,omitempty"`
-	UpdatedAt      string   `json:"updated_at,omitempty"`
-}
+// AgentRequest is the body of POST and PUT /api/v1/agents[/{id}].
+//
+// Deprecated: a bridge for package api until its /api/v1 handlers move;
+// use wire.AgentRequest.
+type AgentRequest = wire.AgentRequest
 
-// AgentRequest is the body of POST /agents and PUT /agents/{id}. Version,
-// when set on PUT, updates only that version.
-type AgentRequest struct {
-	Name           string   `json:"name"`
-	EngineKind     string   `json:"engine_kind"`
-	RuntimeProfile string   `json:"runtime_profile"`
-	Model          string   `json:"model"`
-	Instructions   string   `json:"instructions"`
-	PermissionMode string   `json:"permission_mode"`
-	Tools          []string `json:"tools"`
-	VaultIDs       []string `json:"vault_ids"`
-	Version        *int64   `json:"version,omitempty"`
-}
-
-func toAgent(a *store.Agent) Agent {
+// toAgent is the wire form of a stored Agent.
+func toAgent(a *store.Agent) wire.Agent {
 	tools := a.Tools
 	if tools == nil {
 		tools = []string{}
@@ -50,16 +28,14 @@ func toAgent(a *store.Agent) Agent {
 	if vaults == nil {
 		vaults = []string{}
 	}
-	return Agent{ID: a.ID, Name: a.Name, EngineKind: a.EngineKind, RuntimeProfile: a.RuntimeProfile, Model: a.Model,
+	return wire.Agent{ID: a.ID, Name: a.Name, EngineKind: a.EngineKind, RuntimeProfile: a.RuntimeProfile, Model: a.Model,
 		Instructions: a.Instructions, PermissionMode: a.PermissionMode, Tools: tools, VaultIDs: vaults, Version: a.Version,
-		CreatedAt: a.CreatedAt.Format(timeFormat), UpdatedAt: a.UpdatedAt.Format(timeFormat)}
+		CreatedAt: stamp(a.CreatedAt), UpdatedAt: stamp(a.UpdatedAt)}
 }
-
-const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
 // validateAgent checks req against the installed engines, the profile and
 // the vaults it names (see checkVaultIDs).
-func (s *Catalog) validateAgent(ctx context.Context, req *AgentRequest) error {
+func (s *Catalog) validateAgent(ctx context.Context, req *wire.AgentRequest) error {
 	req.Name = strings.TrimSpace(req.Name)
 	if req.Name == "" || len(req.Name) > 200 {
 		return invalid("name is required (at most 200 characters)")
@@ -120,25 +96,25 @@ func (s *Catalog) validateAgent(ctx context.Context, req *AgentRequest) error {
 }
 
 // CreateAgent validates and stores a new Agent.
-func (s *Catalog) CreateAgent(ctx context.Context, req AgentRequest) (Agent, error) {
+func (s *Catalog) CreateAgent(ctx context.Context, req wire.AgentRequest) (wire.Agent, error) {
 	if err := s.validateAgent(ctx, &req); err != nil {
-		return Agent{}, err
+		return wire.Agent{}, err
 	}
 	now := s.stamp()
 	a := &store.Agent{ID: NewID("agt", now), Name: req.Name, EngineKind: req.EngineKind, RuntimeProfile: req.RuntimeProfile,
 		Model: req.Model, Instructions: req.Instructions, PermissionMode: req.PermissionMode, Tools: req.Tools, VaultIDs: req.VaultIDs,
 		CreatedAt: now, UpdatedAt: now}
 	if err := s.st.CreateAgent(ctx, a); err != nil {
-		return Agent{}, fmt.Errorf("create agent: %w", err)
+		return wire.Agent{}, fmt.Errorf("create agent: %w", err)
 	}
 	return toAgent(a), nil
 }
 
 // GetAgent returns an Agent or AGENT_NOT_FOUND.
-func (s *Catalog) GetAgent(ctx context.Context, id string) (Agent, error) {
+func (s *Catalog) GetAgent(ctx context.Context, id string) (wire.Agent, error) {
 	a, err := s.agent(ctx, id)
 	if err != nil {
-		return Agent{}, err
+		return wire.Agent{}, err
 	}
 	return toAgent(a), nil
 }
@@ -156,17 +132,17 @@ func (s *Catalog) agent(ctx context.Context, id string) (*store.Agent, error) {
 
 // UpdateAgent replaces an Agent's fields; with req.Version it updates only
 // that version (VERSION_CONFLICT otherwise).
-func (s *Catalog) UpdateAgent(ctx context.Context, id string, req AgentRequest) (Agent, error) {
+func (s *Catalog) UpdateAgent(ctx context.Context, id string, req wire.AgentRequest) (wire.Agent, error) {
 	if err := s.validateAgent(ctx, &req); err != nil {
-		return Agent{}, err
+		return wire.Agent{}, err
 	}
 	for {
 		a, err := s.agent(ctx, id)
 		if err != nil {
-			return Agent{}, err
+			return wire.Agent{}, err
 		}
 		if req.Version != nil && *req.Version != a.Version {
-			return Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s is at version %d, not %d", id, a.Version, *req.Version)
+			return wire.Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s is at version %d, not %d", id, a.Version, *req.Version)
 		}
 		a.Name, a.EngineKind, a.RuntimeProfile, a.Model = req.Name, req.EngineKind, req.RuntimeProfile, req.Model
 		a.Instructions, a.PermissionMode, a.Tools, a.VaultIDs = req.Instructions, req.PermissionMode, req.Tools, req.VaultIDs
@@ -176,13 +152,13 @@ func (s *Catalog) UpdateAgent(ctx context.Context, id string, req AgentRequest) 
 			continue // changed meanwhile: replace the newer record
 		}
 		if errors.Is(err, store.ErrConflict) {
-			return Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s changed meanwhile", id)
+			return wire.Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s changed meanwhile", id)
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return Agent{}, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+			return wire.Agent{}, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
 		}
 		if err != nil {
-			return Agent{}, fmt.Errorf("update agent: %w", err)
+			return wire.Agent{}, fmt.Errorf("update agent: %w", err)
 		}
 		return toAgent(a), nil
 	}
@@ -203,7 +179,7 @@ func (s *Catalog) DeleteAgent(ctx context.Context, id string) error {
 
 // ListAgents pages Agents by id: up to limit after cursor, and the cursor
 // of the next page ("" at the end).
-func (s *Catalog) ListAgents(ctx context.Context, cursor string, limit int) ([]Agent, string, error) {
+func (s *Catalog) ListAgents(ctx context.Context, cursor string, limit int) ([]wire.Agent, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
@@ -216,7 +192,7 @@ func (s *Catalog) ListAgents(ctx context.Context, cursor string, limit int) ([]A
 		as = as[:limit]
 		next = as[limit-1].ID
 	}
-	out := make([]Agent, len(as))
+	out := make([]wire.Agent, len(as))
 	for i, a := range as {
 		out[i] = toAgent(a)
 	}

@@ -6,18 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/astrabox/astrabox/store"
-
 	"github.com/astrabox/astrabox/platform/wire"
+	"github.com/astrabox/astrabox/store"
 )
-
-// UIMessage is an AI SDK UI message folded from the log.
-type UIMessage struct {
-	ID       string           `json:"id"`
-	Role     string           `json:"role"`
-	Metadata map[string]any   `json:"metadata,omitempty"`
-	Parts    []map[string]any `json:"parts"`
-}
 
 // Bounds of one page of a Session's messages (ReadMessages): the most log
 // entries it folds, and the most payload bytes they hold.
@@ -38,14 +29,11 @@ func DefaultPageLimits() PageLimits {
 	return PageLimits{Entries: MessagesPageEntries, Bytes: MessagesPageBytes}
 }
 
-// MessagesPage is a stretch of a Session's conversation: the messages
-// folded from the log entries FirstSeq to LastSeq (both 0 when there were
-// none). Entries before FirstSeq (FirstSeq > 1) are on earlier pages.
-type MessagesPage struct {
-	Messages []UIMessage `json:"messages"`
-	FirstSeq int64       `json:"first_seq"`
-	LastSeq  int64       `json:"last_seq"`
-}
+// MessagesPage is the old name of wire.Transcript.
+//
+// Deprecated: a bridge for package api until its /api/v1 handlers move;
+// use wire.Transcript.
+type MessagesPage = wire.Transcript
 
 // LogReader reads a log stream; store.Streams is one.
 type LogReader interface {
@@ -68,24 +56,24 @@ const readChunk = 1000
 // first, a message's parts and metadata on later pages added to those of
 // its first, gives FoldMessages of the whole log (but for the text of a
 // split reply, which may be in two parts).
-func ReadMessages(ctx context.Context, r LogReader, stream string, before int64, lim PageLimits) (MessagesPage, error) {
+func ReadMessages(ctx context.Context, r LogReader, stream string, before int64, lim PageLimits) (wire.Transcript, error) {
 	head, err := r.StreamHead(ctx, stream)
 	if err != nil {
-		return MessagesPage{}, fmt.Errorf("read messages: %w", err)
+		return wire.Transcript{}, fmt.Errorf("read messages: %w", err)
 	}
 	if before > 0 && before-1 < head {
 		head = before - 1
 	}
 	entries, err := readTail(ctx, r, stream, head, lim)
 	if err != nil {
-		return MessagesPage{}, fmt.Errorf("read messages: %w", err)
+		return wire.Transcript{}, fmt.Errorf("read messages: %w", err)
 	}
 	if len(entries) > 0 && entries[0].Seq > 1 {
 		entries = fromReplyStart(entries)
 	}
-	page := MessagesPage{Messages: FoldMessages(entries)}
+	page := wire.Transcript{Messages: FoldMessages(entries)}
 	if page.Messages == nil {
-		page.Messages = []UIMessage{}
+		page.Messages = []wire.UIMessage{}
 	}
 	if n := len(entries); n > 0 {
 		page.FirstSeq, page.LastSeq = entries[0].Seq, entries[n-1].Seq
@@ -148,7 +136,7 @@ func fromReplyStart(entries []store.LogEntry) []store.LogEntry {
 // reply (its id the reply's messageId), in log order. Its time and memory
 // are linear in the entries' size. A text or reasoning delta whose part
 // has no start in entries (they begin inside a reply) opens the part.
-func FoldMessages(entries []store.LogEntry) []UIMessage {
+func FoldMessages(entries []store.LogEntry) []wire.UIMessage {
 	f := folder{byTurn: map[string]int{}, texts: map[textKey]*textPart{}, tools: map[string]map[string]any{}}
 	for _, e := range entries {
 		f.add(e)
@@ -159,7 +147,7 @@ func FoldMessages(entries []store.LogEntry) []UIMessage {
 // folder is FoldMessages' state. Parts are maps, so a part found in texts
 // or tools is the one in msgs.
 type folder struct {
-	msgs   []UIMessage
+	msgs   []wire.UIMessage
 	byTurn map[string]int // turn id -> assistant message
 	texts  map[textKey]*textPart
 	// all is every text part, in order, for done to write their texts.
@@ -187,7 +175,7 @@ func (f *folder) add(e store.LogEntry) {
 			Content string `json:"content"`
 		}
 		_ = json.Unmarshal(e.Payload, &p)
-		f.msgs = append(f.msgs, UIMessage{ID: e.InputID, Role: "user", Metadata: map[string]any{"turn_id": e.TurnID},
+		f.msgs = append(f.msgs, wire.UIMessage{ID: e.InputID, Role: "user", Metadata: map[string]any{"turn_id": e.TurnID},
 			Parts: []map[string]any{{"type": "text", "text": p.Content}}})
 		return
 	}
@@ -203,10 +191,10 @@ func (f *folder) add(e store.LogEntry) {
 
 // assistant returns the message of e's reply, opening it on its first
 // frame.
-func (f *folder) assistant(e store.LogEntry) *UIMessage {
+func (f *folder) assistant(e store.LogEntry) *wire.UIMessage {
 	mi, ok := f.byTurn[e.TurnID]
 	if !ok {
-		f.msgs = append(f.msgs, UIMessage{ID: e.MessageID, Role: "assistant",
+		f.msgs = append(f.msgs, wire.UIMessage{ID: e.MessageID, Role: "assistant",
 			Metadata: map[string]any{"turn_id": e.TurnID, "input_id": e.InputID}, Parts: []map[string]any{}})
 		mi = len(f.msgs) - 1
 		f.byTurn[e.TurnID] = mi
@@ -215,7 +203,7 @@ func (f *folder) assistant(e store.LogEntry) *UIMessage {
 }
 
 // frame folds one frame c of turn into its message m.
-func (f *folder) frame(m *UIMessage, turn string, c map[string]any) {
+func (f *folder) frame(m *wire.UIMessage, turn string, c map[string]any) {
 	t := wire.Chunk(c).Type()
 	if kind, phase, ok := textFrame(t); ok {
 		id, _ := c["id"].(string)
@@ -285,7 +273,7 @@ func textFrame(t wire.ChunkType) (kind wire.PartKind, phase string, ok bool) {
 }
 
 // text folds a text or reasoning frame c of part k into m.
-func (f *folder) text(m *UIMessage, k textKey, phase string, c map[string]any) {
+func (f *folder) text(m *wire.UIMessage, k textKey, phase string, c map[string]any) {
 	tp, ok := f.texts[k]
 	if phase == "start" || (phase == "delta" && !ok) {
 		tp = &textPart{part: addPart(m, map[string]any{"type": k.kind, "text": "", "state": "streaming"})}
@@ -305,13 +293,13 @@ func (f *folder) text(m *UIMessage, k textKey, phase string, c map[string]any) {
 }
 
 // addPart appends p to m's parts and returns it.
-func addPart(m *UIMessage, p map[string]any) map[string]any {
+func addPart(m *wire.UIMessage, p map[string]any) map[string]any {
 	m.Parts = append(m.Parts, p)
 	return p
 }
 
 // done writes each text part's text and returns the messages.
-func (f *folder) done() []UIMessage {
+func (f *folder) done() []wire.UIMessage {
 	for _, tp := range f.all {
 		tp.part["text"] = tp.b.String()
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store"
 )
 
@@ -137,10 +138,10 @@ func conversation() []store.LogEntry {
 
 // readAll reads every page of log, newest first, with lim, checking that
 // each is within it, and returns them oldest first.
-func readAll(t *testing.T, log []store.LogEntry, lim PageLimits) []MessagesPage {
+func readAll(t *testing.T, log []store.LogEntry, lim PageLimits) []wire.Transcript {
 	t.Helper()
 	r := &sliceLog{entries: log}
-	var pages []MessagesPage
+	var pages []wire.Transcript
 	var before int64
 	for range len(log) + 1 {
 		r.read = 0
@@ -154,7 +155,7 @@ func readAll(t *testing.T, log []store.LogEntry, lim PageLimits) []MessagesPage 
 		if p.FirstSeq == 0 || p.LastSeq-p.FirstSeq+1 > lim.Entries || (before > 0 && p.LastSeq != before-1) {
 			t.Fatalf("page before %d: seqs %d to %d, limit %d", before, p.FirstSeq, p.LastSeq, lim.Entries)
 		}
-		pages = append([]MessagesPage{p}, pages...)
+		pages = append([]wire.Transcript{p}, pages...)
 		if p.FirstSeq == 1 {
 			return pages
 		}
@@ -166,8 +167,8 @@ func readAll(t *testing.T, log []store.LogEntry, lim PageLimits) []MessagesPage 
 
 // joinPages joins pages, oldest first: a message on several pages (a
 // reply split between them) is one, with the parts and metadata of each.
-func joinPages(pages []MessagesPage) []UIMessage {
-	var msgs []UIMessage
+func joinPages(pages []wire.Transcript) []wire.UIMessage {
+	var msgs []wire.UIMessage
 	at := map[string]int{}
 	for _, p := range pages {
 		for _, m := range p.Messages {
@@ -184,7 +185,7 @@ func joinPages(pages []MessagesPage) []UIMessage {
 	return msgs
 }
 
-func messagesJSON(t *testing.T, msgs []UIMessage) string {
+func messagesJSON(t *testing.T, msgs []wire.UIMessage) string {
 	t.Helper()
 	b, err := json.Marshal(msgs)
 	if err != nil {
@@ -240,7 +241,7 @@ func TestReadMessagesPages(t *testing.T) {
 }
 
 // partsText joins the texts of m's parts of kind.
-func partsText(m UIMessage, kind string) string {
+func partsText(m wire.UIMessage, kind string) string {
 	var b strings.Builder
 	for _, p := range m.Parts {
 		if p["type"] == kind {

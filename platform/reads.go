@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store"
 )
 
@@ -22,6 +23,6 @@ func (s *Sessions) Follow(ctx context.Context, sessionID string, afterSeq int64,
 
 // Messages folds one page of the Session's conversation (see
 // ReadMessages), with the default page limits.
-func (s *Sessions) Messages(ctx context.Context, sessionID string, before int64) (MessagesPage, error) {
+func (s *Sessions) Messages(ctx context.Context, sessionID string, before int64) (wire.Transcript, error) {
 	return ReadMessages(ctx, s.st, sessionID, before, DefaultPageLimits())
 }

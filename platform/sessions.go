@@ -32,48 +32,6 @@ func WakeStream(sessionID string) string { return "wake:" + sessionID }
 // MaxInputBytes bounds one input's content.
 const MaxInputBytes = 1 << 20
 
-// Session is the wire form of a Session.
-type Session struct {
-	ID                 string          `json:"session_id"`
-	AgentID            string          `json:"agent_id"`
-	EngineKind         string          `json:"engine_kind"`
-	State              string          `json:"state"`
-	Title              string          `json:"title"`
-	CurrentTurnID      *string         `json:"current_turn_id"`
-	LastSeq            int64           `json:"last_seq"`
-	PendingInteraction json.RawMessage `json:"pending_interaction"`
-	PendingInputs      []PendingInput  `json:"pending_inputs"`
-	SandboxID          *string         `json:"sandbox_id"`
-	Runtime            RuntimeInfo     `json:"runtime"`
-	CreatedAt          string          `json:"created_at"`
-	UpdatedAt          string          `json:"updated_at"`
-}
-
-// PendingInput is an input not yet consumed.
-type PendingInput struct {
-	InputID string `json:"input_id"`
-	TurnID  string `json:"turn_id"`
-	Seq     int64  `json:"seq"`
-	State   string `json:"state"`
-}
-
-// RuntimeInfo says who holds a Session's runtime.
-type RuntimeInfo struct {
-	// State is "none", "held" or "expired".
-	State          string  `json:"state"`
-	Holder         *string `json:"holder"`
-	LeaseExpiresAt *string `json:"lease_expires_at"`
-}
-
-// Receipt answers an input.
-type Receipt struct {
-	InputID         string `json:"input_id"`
-	TurnID          string `json:"turn_id"`
-	ClientMessageID string `json:"client_message_id"`
-	Seq             int64  `json:"seq"`
-	State           string `json:"state"`
-}
-
 func nullable(s string) *string {
 	if s == "" {
 		return nil
@@ -94,75 +52,80 @@ func (s *Sessions) session(ctx context.Context, id string) (*store.Session, erro
 }
 
 // toSession builds the wire form, with the log head, pending inputs and
-// lease read now.
-func (s *Sessions) toSession(ctx context.Context, rec *store.Session) (Session, error) {
+// lease read now. A pending interaction the record holds but that does
+// not decode (never written so) shows as none, as Respond treats it.
+func (s *Sessions) toSession(ctx context.Context, rec *store.Session) (wire.Session, error) {
 	head, err := s.st.StreamHead(ctx, rec.ID)
 	if err != nil {
-		return Session{}, fmt.Errorf("session log head: %w", err)
+		return wire.Session{}, fmt.Errorf("session log head: %w", err)
 	}
 	ins, err := s.st.ListInputs(ctx, rec.ID, store.InputAccepted, store.InputDelivered)
 	if err != nil {
-		return Session{}, fmt.Errorf("pending inputs: %w", err)
+		return wire.Session{}, fmt.Errorf("pending inputs: %w", err)
 	}
-	pending := make([]PendingInput, len(ins))
+	pending := make([]wire.PendingInput, len(ins))
 	for i, in := range ins {
-		pending[i] = PendingInput{InputID: in.ID, TurnID: in.TurnID, Seq: in.Seq, State: in.State}
+		pending[i] = wire.PendingInput{InputID: in.ID, TurnID: in.TurnID, Seq: in.Seq, State: in.State}
 	}
 	lease, err := s.st.GetLease(ctx, rec.ID)
 	if err != nil {
-		return Session{}, fmt.Errorf("session lease: %w", err)
+		return wire.Session{}, fmt.Errorf("session lease: %w", err)
 	}
-	rt := RuntimeInfo{State: "none"}
+	rt := wire.SessionRuntime{State: wire.RuntimeNone}
 	if lease.Holder != "" {
-		rt.State = "held"
+		rt.State = wire.RuntimeHeld
 		if !lease.ExpiresAt.After(s.now()) {
-			rt.State = "expired"
+			rt.State = wire.RuntimeExpired
 		}
 		rt.Holder = nullable(lease.Holder)
-		rt.LeaseExpiresAt = nullable(lease.ExpiresAt.UTC().Format(timeFormat))
+		at := stamp(lease.ExpiresAt)
+		rt.LeaseExpiresAt = &at
 	}
-	pi := rec.PendingInteraction
-	if len(pi) == 0 {
-		pi = json.RawMessage("null")
+	var pi *wire.Interaction
+	if len(rec.PendingInteraction) > 0 {
+		pi = new(wire.Interaction)
+		if err := json.Unmarshal(rec.PendingInteraction, pi); err != nil {
+			s.log.Warn("a session's pending interaction does not decode; shown as none", "session_id", rec.ID, "err", err)
+			pi = nil
+		}
 	}
-	return Session{ID: rec.ID, AgentID: rec.AgentID, EngineKind: rec.EngineKind, State: rec.State, Title: rec.Title,
+	return wire.Session{ID: rec.ID, AgentID: rec.AgentID, EngineKind: rec.EngineKind, State: wire.SessionState(rec.State), Title: rec.Title,
 		CurrentTurnID: nullable(rec.CurrentTurnID), LastSeq: head, PendingInteraction: pi, PendingInputs: pending,
-		SandboxID: nullable(rec.SandboxID), Runtime: rt,
-		CreatedAt: rec.CreatedAt.Format(timeFormat), UpdatedAt: rec.UpdatedAt.Format(timeFormat)}, nil
+		SandboxID: nullable(rec.SandboxID), Runtime: rt, CreatedAt: stamp(rec.CreatedAt), UpdatedAt: stamp(rec.UpdatedAt)}, nil
 }
 
 // CreateSession opens a conversation with an Agent. Its runtime starts
 // building at once, so that it is ready, or nearly, when the first input
 // comes.
-func (s *Sessions) CreateSession(ctx context.Context, agentID, title string) (Session, error) {
+func (s *Sessions) CreateSession(ctx context.Context, agentID, title string) (wire.Session, error) {
 	a, err := s.cat.agent(ctx, agentID)
 	if err != nil {
-		return Session{}, err
+		return wire.Session{}, err
 	}
 	if len(title) > 500 || !utf8.ValidString(title) {
-		return Session{}, invalid("title must be valid UTF-8 of at most 500 bytes")
+		return wire.Session{}, invalid("title must be valid UTF-8 of at most 500 bytes")
 	}
 	now := s.stamp()
 	rec := &store.Session{ID: NewID("ses", now), AgentID: a.ID, EngineKind: a.EngineKind, State: StateCreating,
 		Title: strings.TrimSpace(title), CreatedAt: now, UpdatedAt: now, LastActiveAt: now}
 	if err := s.st.CreateSession(ctx, rec); err != nil {
-		return Session{}, fmt.Errorf("create session: %w", err)
+		return wire.Session{}, fmt.Errorf("create session: %w", err)
 	}
 	s.rt.Wake(rec.ID)
 	return s.toSession(ctx, rec)
 }
 
 // GetSession returns a Session.
-func (s *Sessions) GetSession(ctx context.Context, id string) (Session, error) {
+func (s *Sessions) GetSession(ctx context.Context, id string) (wire.Session, error) {
 	rec, err := s.session(ctx, id)
 	if err != nil {
-		return Session{}, err
+		return wire.Session{}, err
 	}
 	return s.toSession(ctx, rec)
 }
 
 // ListSessions pages Sessions (of one Agent when agentID is set).
-func (s *Sessions) ListSessions(ctx context.Context, agentID, cursor string, limit int) ([]Session, string, error) {
+func (s *Sessions) ListSessions(ctx context.Context, agentID, cursor string, limit int) ([]wire.Session, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
@@ -175,7 +138,7 @@ func (s *Sessions) ListSessions(ctx context.Context, agentID, cursor string, lim
 		recs = recs[:limit]
 		next = recs[limit-1].ID
 	}
-	out := make([]Session, 0, len(recs))
+	out := make([]wire.Session, 0, len(recs))
 	for _, r := range recs {
 		w, err := s.toSession(ctx, r)
 		if err != nil {
@@ -186,24 +149,25 @@ func (s *Sessions) ListSessions(ctx context.Context, agentID, cursor string, lim
 	return out, next, nil
 }
 
-// SendInput records an input and wakes the Session's runtime. A repeated
-// clientMessageID returns the first receipt (and false for "created").
-func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMessageID string) (Receipt, bool, error) {
+// SendInput records an input and wakes the Session's runtime, and reports
+// whether it recorded it ("created"). A repeated clientMessageID returns
+// the first receipt, with Repeated set (and false for "created").
+func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMessageID string) (wire.Receipt, bool, error) {
 	if strings.TrimSpace(content) == "" {
-		return Receipt{}, false, invalid("content is required")
+		return wire.Receipt{}, false, invalid("content is required")
 	}
 	if len(content) > MaxInputBytes || !utf8.ValidString(content) {
-		return Receipt{}, false, invalid("content must be valid UTF-8 of at most %d bytes", MaxInputBytes)
+		return wire.Receipt{}, false, invalid("content must be valid UTF-8 of at most %d bytes", MaxInputBytes)
 	}
 	if len(clientMessageID) > 200 {
-		return Receipt{}, false, invalid("client_message_id exceeds 200 bytes")
+		return wire.Receipt{}, false, invalid("client_message_id exceeds 200 bytes")
 	}
 	rec, err := s.session(ctx, sessionID)
 	if err != nil {
-		return Receipt{}, false, err
+		return wire.Receipt{}, false, err
 	}
 	if rec.State == StateDeleted {
-		return Receipt{}, false, sandbox.Errorf(CodeSessionDeleted, "session %q was deleted", sessionID)
+		return wire.Receipt{}, false, sandbox.Errorf(CodeSessionDeleted, "session %q was deleted", sessionID)
 	}
 	now := s.stamp()
 	in := &store.Input{ID: NewID("in", now), SessionID: sessionID, TurnID: NewID("turn", now), ClientMessageID: clientMessageID,
@@ -211,10 +175,10 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 	payload, _ := json.Marshal(map[string]any{"content": content, "client_message_id": clientMessageID})
 	got, existed, err := s.st.AcceptInput(ctx, in, store.LogEntry{Type: "input.accepted", TurnID: in.TurnID, InputID: in.ID, Payload: payload, At: now})
 	if errors.Is(err, store.ErrNotFound) {
-		return Receipt{}, false, sandbox.Errorf(CodeSessionNotFound, "session %q not found", sessionID)
+		return wire.Receipt{}, false, sandbox.Errorf(CodeSessionNotFound, "session %q not found", sessionID)
 	}
 	if err != nil {
-		return Receipt{}, false, fmt.Errorf("accept input: %w", err)
+		return wire.Receipt{}, false, fmt.Errorf("accept input: %w", err)
 	}
 	s.cfg.Log.Notifier.Notify(sessionID)
 	if !existed {
@@ -223,7 +187,8 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 		s.cfg.Log.Notifier.Notify(WakeStream(sessionID))
 		s.rt.Wake(sessionID)
 	}
-	return Receipt{InputID: got.ID, TurnID: got.TurnID, ClientMessageID: got.ClientMessageID, Seq: got.Seq, State: got.State}, !existed, nil
+	return wire.Receipt{InputID: got.ID, TurnID: got.TurnID, ClientMessageID: got.ClientMessageID, Seq: got.Seq, State: got.State,
+		Repeated: existed}, !existed, nil
 }
 
 // Interrupt asks the Session to stop the reply in progress; it reports
@@ -245,10 +210,10 @@ func (s *Sessions) Respond(ctx context.Context, sessionID string, a engine.Answe
 	if len(rec.PendingInteraction) == 0 || json.Unmarshal(rec.PendingInteraction, &pending) != nil || pending.ID != a.InteractionID {
 		return sandbox.Errorf(CodeInteractionClosed, "interaction %q is not open in session %s", a.InteractionID, sessionID)
 	}
-	if pending.Kind == "approval" && a.Decision != string(wire.DecisionApprove) && a.Decision != string(wire.DecisionReject) {
+	if pending.Kind == wire.InteractionApproval && a.Decision != string(wire.DecisionApprove) && a.Decision != string(wire.DecisionReject) {
 		return invalid("answer.decision must be approve or reject")
 	}
-	if pending.Kind == "question" && len(a.Answers) == 0 {
+	if pending.Kind == wire.InteractionQuestion && len(a.Answers) == 0 {
 		return invalid("answer.answers is required for a question")
 	}
 	return s.rt.Answer(ctx, sessionID, a)

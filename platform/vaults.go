@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
@@ -35,60 +35,17 @@ const (
 	maxAgentVaults      = 16
 )
 
-// Vault is the wire form of a vault: its secrets without their values.
-type Vault struct {
-	ID          string        `json:"vault_id"`
-	Name        string        `json:"name"`
-	Description string        `json:"description"`
-	Secrets     []VaultSecret `json:"secrets"`
-	Version     int64         `json:"version"`
-	CreatedAt   string        `json:"created_at,omitempty"`
-	UpdatedAt   string        `json:"updated_at,omitempty"`
-}
+// VaultRequest is the body of POST and PUT /api/v1/vaults[/{id}].
+//
+// Deprecated: a bridge for package api until its /api/v1 handlers move;
+// use wire.VaultRequest.
+type VaultRequest = wire.VaultRequest
 
-// VaultSecret is the wire form of a secret: where it goes, never its
-// value.
-type VaultSecret struct {
-	Name       string `json:"name"`
-	Host       string `json:"host"`
-	PathPrefix string `json:"path_prefix"`
-	Header     string `json:"header"`
-	Format     string `json:"format"`
-	UpdatedAt  string `json:"updated_at"`
-}
-
-// VaultRequest is the body of POST /vaults (with optional secrets) and
-// PUT /vaults/{id} (name and description only; Version, when set, updates
-// only that version).
-type VaultRequest struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Secrets     []SecretRequest `json:"secrets,omitempty"`
-	Version     *int64          `json:"version,omitempty"`
-}
-
-// SecretRequest is one secret as a client writes it: a member of
-// VaultRequest.Secrets, or the body of PUT /vaults/{id}/secrets/{name}
-// (Name then comes from the path). Value is required.
-type SecretRequest struct {
-	Name       string `json:"name"`
-	Value      string `json:"value"`
-	Host       string `json:"host"`
-	PathPrefix string `json:"path_prefix"`
-	Header     string `json:"header"`
-	Format     string `json:"format"`
-}
-
-// String shows the request without its value, for %v and %+v.
-func (r SecretRequest) String() string {
-	return fmt.Sprintf("{Name:%s Host:%s PathPrefix:%s Header:%s Format:%s Value:<redacted>}", r.Name, r.Host, r.PathPrefix, r.Header, r.Format)
-}
-
-// GoString shows the request without its value, for %#v.
-func (r SecretRequest) GoString() string { return "platform.SecretRequest" + r.String() }
-
-// LogValue logs the request as String shows it.
-func (r SecretRequest) LogValue() slog.Value { return slog.StringValue(r.String()) }
+// SecretRequest is a secret as a client writes it.
+//
+// Deprecated: a bridge for package api until its /api/v1 handlers move;
+// use wire.SecretRequest.
+type SecretRequest = wire.SecretRequest
 
 // envName is a POSIX environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -121,7 +78,7 @@ func secretAAD(vaultID string, s store.VaultSecret) string {
 
 // sealSecret validates req and returns it as stored in vault vaultID, its
 // value sealed.
-func (s *Catalog) sealSecret(vaultID string, req SecretRequest) (store.VaultSecret, error) {
+func (s *Catalog) sealSecret(vaultID string, req wire.SecretRequest) (store.VaultSecret, error) {
 	if err := validSecretName(req.Name); err != nil {
 		return store.VaultSecret{}, err
 	}
@@ -145,18 +102,20 @@ func (s *Catalog) sealSecret(vaultID string, req SecretRequest) (store.VaultSecr
 	return sec, nil
 }
 
-func toVault(v *store.Vault) Vault {
-	out := Vault{ID: v.ID, Name: v.Name, Description: v.Description, Secrets: make([]VaultSecret, len(v.Secrets)), Version: v.Version,
-		CreatedAt: v.CreatedAt.Format(timeFormat), UpdatedAt: v.UpdatedAt.Format(timeFormat)}
+// toVault is the wire form of a stored vault: its secrets without their
+// values.
+func toVault(v *store.Vault) wire.Vault {
+	out := wire.Vault{ID: v.ID, Name: v.Name, Description: v.Description, Secrets: make([]wire.VaultSecret, len(v.Secrets)), Version: v.Version,
+		CreatedAt: stamp(v.CreatedAt), UpdatedAt: stamp(v.UpdatedAt)}
 	for i, sec := range v.Secrets {
-		out.Secrets[i] = VaultSecret{Name: sec.Name, Host: sec.Host, PathPrefix: sec.PathPrefix, Header: sec.Header, Format: sec.Format,
-			UpdatedAt: sec.UpdatedAt.Format(timeFormat)}
+		out.Secrets[i] = wire.VaultSecret{Name: sec.Name, Host: sec.Host, PathPrefix: sec.PathPrefix, Header: sec.Header, Format: sec.Format,
+			UpdatedAt: stamp(sec.UpdatedAt)}
 	}
 	return out
 }
 
 // validVaultFields checks and trims a vault's name and description.
-func validVaultFields(req *VaultRequest) error {
+func validVaultFields(req *wire.VaultRequest) error {
 	req.Name = strings.TrimSpace(req.Name)
 	if req.Name == "" || len(req.Name) > maxVaultName {
 		return invalid("name is required (at most %d characters)", maxVaultName)
@@ -168,39 +127,39 @@ func validVaultFields(req *VaultRequest) error {
 }
 
 // CreateVault validates req, seals its secrets and stores a new vault.
-func (s *Catalog) CreateVault(ctx context.Context, req VaultRequest) (Vault, error) {
+func (s *Catalog) CreateVault(ctx context.Context, req wire.VaultRequest) (wire.Vault, error) {
 	if err := validVaultFields(&req); err != nil {
-		return Vault{}, err
+		return wire.Vault{}, err
 	}
 	if req.Version != nil {
-		return Vault{}, invalid("version is set by the server")
+		return wire.Vault{}, invalid("version is set by the server")
 	}
 	if len(req.Secrets) > maxVaultSecrets {
-		return Vault{}, invalid("a vault holds at most %d secrets", maxVaultSecrets)
+		return wire.Vault{}, invalid("a vault holds at most %d secrets", maxVaultSecrets)
 	}
 	now := s.stamp()
 	v := &store.Vault{ID: NewID("vlt", now), Name: req.Name, Description: req.Description, CreatedAt: now, UpdatedAt: now}
 	for _, sr := range req.Secrets {
 		sec, err := s.sealSecret(v.ID, sr)
 		if err != nil {
-			return Vault{}, err
+			return wire.Vault{}, err
 		}
 		if _, dup := findSecret(v.Secrets, sec.Name); dup {
-			return Vault{}, invalid("secret %s is given twice", sec.Name)
+			return wire.Vault{}, invalid("secret %s is given twice", sec.Name)
 		}
 		v.Secrets = insertSecret(v.Secrets, sec)
 	}
 	if err := s.st.CreateVault(ctx, v); err != nil {
-		return Vault{}, fmt.Errorf("create vault: %w", err)
+		return wire.Vault{}, fmt.Errorf("create vault: %w", err)
 	}
 	return toVault(v), nil
 }
 
 // GetVault returns a vault (VAULT_NOT_FOUND if none).
-func (s *Catalog) GetVault(ctx context.Context, id string) (Vault, error) {
+func (s *Catalog) GetVault(ctx context.Context, id string) (wire.Vault, error) {
 	v, err := s.vault(ctx, id)
 	if err != nil {
-		return Vault{}, err
+		return wire.Vault{}, err
 	}
 	return toVault(v), nil
 }
@@ -217,7 +176,7 @@ func (s *Catalog) vault(ctx context.Context, id string) (*store.Vault, error) {
 }
 
 // ListVaults pages vaults by id, as ListAgents pages Agents.
-func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]Vault, string, error) {
+func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]wire.Vault, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
@@ -230,7 +189,7 @@ func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]V
 		vs = vs[:limit]
 		next = vs[limit-1].ID
 	}
-	out := make([]Vault, len(vs))
+	out := make([]wire.Vault, len(vs))
 	for i, v := range vs {
 		out[i] = toVault(v)
 	}
@@ -240,12 +199,12 @@ func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]V
 // UpdateVault replaces a vault's name and description (its secrets are
 // written one by one with PutSecret); with req.Version only that version
 // (VERSION_CONFLICT otherwise).
-func (s *Catalog) UpdateVault(ctx context.Context, id string, req VaultRequest) (Vault, error) {
+func (s *Catalog) UpdateVault(ctx context.Context, id string, req wire.VaultRequest) (wire.Vault, error) {
 	if err := validVaultFields(&req); err != nil {
-		return Vault{}, err
+		return wire.Vault{}, err
 	}
 	if req.Secrets != nil {
-		return Vault{}, invalid("secrets are written one by one: PUT /api/v1/vaults/%s/secrets/{name}", id)
+		return wire.Vault{}, invalid("secrets are written one by one: PUT /api/v1/vaults/%s/secrets/{name}", id)
 	}
 	return s.changeVault(ctx, id, req.Version, func(v *store.Vault) (bool, error) {
 		v.Name, v.Description = req.Name, req.Description
@@ -256,14 +215,14 @@ func (s *Catalog) UpdateVault(ctx context.Context, id string, req VaultRequest) 
 // PutSecret creates or replaces secret name of vault id (the value is
 // always sent: a destination never changes without it) and reports
 // whether it created it.
-func (s *Catalog) PutSecret(ctx context.Context, id, name string, req SecretRequest) (Vault, bool, error) {
+func (s *Catalog) PutSecret(ctx context.Context, id, name string, req wire.SecretRequest) (wire.Vault, bool, error) {
 	if req.Name != "" && req.Name != name {
-		return Vault{}, false, invalid("secret name %q in the body differs from %q in the path", req.Name, name)
+		return wire.Vault{}, false, invalid("secret name %q in the body differs from %q in the path", req.Name, name)
 	}
 	req.Name = name
 	sec, err := s.sealSecret(id, req)
 	if err != nil {
-		return Vault{}, false, err
+		return wire.Vault{}, false, err
 	}
 	created := false
 	out, err := s.changeVault(ctx, id, nil, func(v *store.Vault) (bool, error) {
@@ -296,14 +255,14 @@ func (s *Catalog) DeleteSecret(ctx context.Context, id, name string) error {
 // only to that version. A write that lost a race is retried on the newer
 // record unless a version was named. change returns false to store
 // nothing.
-func (s *Catalog) changeVault(ctx context.Context, id string, version *int64, change func(*store.Vault) (bool, error)) (Vault, error) {
+func (s *Catalog) changeVault(ctx context.Context, id string, version *int64, change func(*store.Vault) (bool, error)) (wire.Vault, error) {
 	for {
 		v, err := s.vault(ctx, id)
 		if err != nil {
-			return Vault{}, err
+			return wire.Vault{}, err
 		}
 		if version != nil && *version != v.Version {
-			return Vault{}, sandbox.Errorf(CodeVersionConflict, "vault %s is at version %d, not %d", id, v.Version, *version)
+			return wire.Vault{}, sandbox.Errorf(CodeVersionConflict, "vault %s is at version %d, not %d", id, v.Version, *version)
 		}
 		if ok, err := change(v); err != nil || !ok {
 			return toVault(v), err
@@ -314,11 +273,11 @@ func (s *Catalog) changeVault(ctx context.Context, id string, version *int64, ch
 		case errors.Is(err, store.ErrConflict) && version == nil:
 			continue
 		case errors.Is(err, store.ErrConflict):
-			return Vault{}, sandbox.Errorf(CodeVersionConflict, "vault %s changed meanwhile", id)
+			return wire.Vault{}, sandbox.Errorf(CodeVersionConflict, "vault %s changed meanwhile", id)
 		case errors.Is(err, store.ErrNotFound):
-			return Vault{}, sandbox.Errorf(CodeVaultNotFound, "vault %q not found", id)
+			return wire.Vault{}, sandbox.Errorf(CodeVaultNotFound, "vault %q not found", id)
 		case err != nil:
-			return Vault{}, fmt.Errorf("update vault: %w", err)
+			return wire.Vault{}, fmt.Errorf("update vault: %w", err)
 		}
 		return toVault(v), nil
 	}

@@ -121,7 +121,7 @@ func (l *chatLoop) open(ctx context.Context, rest []string, sessionID, title str
 		l.waitTurn, _ = tr.Messages[n-1].Metadata["turn_id"].(string) // a reply in progress
 	}
 	if s.PendingInteraction != nil {
-		l.ask(s.PendingInteraction, s.CurrentTurnID)
+		l.ask(s.PendingInteraction, orEmpty(s.CurrentTurnID))
 	}
 	return nil
 }
@@ -368,7 +368,7 @@ func (l *chatLoop) respond(ctx context.Context, id, turn string, a client.Answer
 			return err
 		}
 		s, gerr := l.c.GetSession(ctx, l.sid)
-		if gerr != nil || (s.CurrentTurnID != "" && s.CurrentTurnID != turn) || (s.PendingInteraction != nil && s.PendingInteraction.ID != id) {
+		if gerr != nil || (s.CurrentTurnID != nil && *s.CurrentTurnID != turn) || (s.PendingInteraction != nil && s.PendingInteraction.ID != id) {
 			return err
 		}
 		if s.PendingInteraction == nil {

@@ -50,6 +50,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// orEmpty is *p, or "" for a nil p (a wire field that is null).
+func orEmpty(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 // serverError shows an error answer as the server's code and message.
 type serverError struct{ ae *client.APIError }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/lifecycle"
-	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine/pi"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // piProfile is the runtime profile of the bench's pi Agent (no pool).
@@ -36,7 +36,7 @@ func (e *platformEnv) setupPi(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bench: runtime profile %s: %w", piProfile, err)
 	}
-	a, err := e.srv.Catalog.CreateAgent(ctx, platform.AgentRequest{Name: piProfile, EngineKind: pi.Kind, RuntimeProfile: piProfile,
+	a, err := e.srv.Catalog.CreateAgent(ctx, wire.AgentRequest{Name: piProfile, EngineKind: pi.Kind, RuntimeProfile: piProfile,
 		Model: "bench-1", Instructions: "Be brief.", PermissionMode: "auto"})
 	if err != nil {
 		return "", fmt.Errorf("bench: pi agent: %w", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/server"
 	"github.com/astrabox/astrabox/lifecycle"
-	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/provider/process"
 	"github.com/astrabox/astrabox/sandbox"
@@ -175,7 +175,7 @@ func (e *platformEnv) setup(ctx context.Context, name string, poolSize int) (str
 	if err != nil {
 		return "", fmt.Errorf("bench: runtime profile %s: %w", name, err)
 	}
-	a, err := e.srv.Catalog.CreateAgent(ctx, platform.AgentRequest{Name: name, EngineKind: "astrabox", RuntimeProfile: name,
+	a, err := e.srv.Catalog.CreateAgent(ctx, wire.AgentRequest{Name: name, EngineKind: "astrabox", RuntimeProfile: name,
 		Model: "bench-1", Instructions: "Be brief.", PermissionMode: "auto"})
 	if err != nil {
 		return "", fmt.Errorf("bench: agent on %s: %w", name, err)
@@ -253,17 +253,15 @@ func (e *platformEnv) deleteSession(ctx context.Context, sid string) error {
 // is in state.
 func (e *platformEnv) waitState(ctx context.Context, sid, state string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	var s struct {
-		State string `json:"state"`
-	}
+	var s wire.Session
 	for {
 		if err := e.call(ctx, http.StatusOK, "GET", "/api/v1/sessions/"+sid, nil, &s); err != nil {
 			return err
 		}
-		if s.State == state {
+		if string(s.State) == state {
 			return nil
 		}
-		if s.State == "RECOVERY_REQUIRED" || s.State == "DELETED" {
+		if s.State == wire.SessionRecoveryRequired || s.State == wire.SessionDeleted {
 			return fmt.Errorf("session %s is %s, want %s", sid, s.State, state)
 		}
 		if time.Now().After(deadline) {

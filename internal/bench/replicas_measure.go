@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 // cluster is the replicas bench's running replicas and a client of each.
@@ -85,17 +87,9 @@ func (f *follower) until(timeout time.Duration, what string, match func(followed
 	}
 }
 
-// sessionInfo is what the bench reads of a Session.
-type sessionInfo struct {
-	State   string `json:"state"`
-	LastSeq int64  `json:"last_seq"`
-	Runtime struct {
-		Holder *string `json:"holder"`
-	} `json:"runtime"`
-}
-
-func (e *platformEnv) sessionInfo(ctx context.Context, sid string) (sessionInfo, error) {
-	var s sessionInfo
+// sessionInfo reads a Session through e.
+func (e *platformEnv) sessionInfo(ctx context.Context, sid string) (wire.Session, error) {
+	var s wire.Session
 	err := e.call(ctx, http.StatusOK, "GET", "/api/v1/sessions/"+sid, nil, &s)
 	return s, err
 }
@@ -115,11 +109,11 @@ func (e *platformEnv) waitSettled(ctx context.Context, sid string, timeout time.
 	deadline := time.Now().Add(timeout)
 	for {
 		s, err := e.sessionInfo(ctx, sid)
-		if err == nil && (s.State == "READY" || s.State == "RECOVERY_REQUIRED") {
-			return s.State, nil
+		if err == nil && (s.State == wire.SessionReady || s.State == wire.SessionRecoveryRequired) {
+			return string(s.State), nil
 		}
 		if time.Now().After(deadline) {
-			return s.State, fmt.Errorf("session %s is %s after %v (%v), want READY or RECOVERY_REQUIRED", sid, s.State, timeout, err)
+			return string(s.State), fmt.Errorf("session %s is %s after %v (%v), want READY or RECOVERY_REQUIRED", sid, s.State, timeout, err)
 		}
 		select {
 		case <-ctx.Done():

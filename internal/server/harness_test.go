@@ -15,6 +15,7 @@ import (
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
 	"github.com/astrabox/astrabox/internal/testenv"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -53,13 +54,8 @@ func (h *harness) agent(mode string, profile map[string]any) string {
 }
 func (h *harness) session(agentID string) string { h.t.Helper(); return h.Session(agentID) }
 
-type receipt struct {
-	InputID         string `json:"input_id"`
-	TurnID          string `json:"turn_id"`
-	ClientMessageID string `json:"client_message_id"`
-	Seq             int64  `json:"seq"`
-	State           string `json:"state"`
-}
+// receipt is an input's receipt.
+type receipt = wire.Receipt
 
 func (h *harness) send(sid, content, cmid string) receipt {
 	h.t.Helper()

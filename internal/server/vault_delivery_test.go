@@ -20,7 +20,7 @@ import (
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
 	"github.com/astrabox/astrabox/internal/testenv"
-	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store/sqlite"
 )
 
@@ -125,7 +125,7 @@ func protectedDelivery(t *testing.T, backend string) {
 	}})
 	h := &harness{Env: e, t: t, model: e.Model}
 
-	var v platform.Vault
+	var v wire.Vault
 	h.must(201, "POST", "/api/v1/vaults", map[string]any{"name": "ci", "secrets": []map[string]any{
 		{"name": "API_TOKEN", "value": realSecret, "host": "api.vault.test", "path_prefix": "/v1"}}}, &v)
 	aid := h.agent("auto", map[string]any{"network": "unrestricted"})

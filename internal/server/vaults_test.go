@@ -13,7 +13,7 @@ import (
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
-	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store/sqlite"
 	"github.com/astrabox/astrabox/vault"
 )
@@ -61,7 +61,7 @@ func TestVaultAPI(t *testing.T) {
 	h.model = h.Env.Model
 	e := h.Env
 
-	var v platform.Vault
+	var v wire.Vault
 	e.Must(201, "POST", "/api/v1/vaults", map[string]any{"name": "github", "description": "CI token",
 		"secrets": []map[string]any{{"name": "GH_TOKEN", "value": realSecret, "host": "API.GitHub.com."}}}, &v)
 	if !strings.HasPrefix(v.ID, "vlt_") || v.Version != 1 || len(v.Secrets) != 1 {
@@ -144,7 +144,7 @@ func TestVaultAPI(t *testing.T) {
 	}
 
 	// Name and description change; the secrets stay.
-	var renamed platform.Vault
+	var renamed wire.Vault
 	e.Must(200, "PUT", "/api/v1/vaults/"+v.ID, map[string]any{"name": "gh", "description": "", "version": v.Version}, &renamed)
 	if renamed.Name != "gh" || renamed.Version != v.Version+1 || len(renamed.Secrets) != 2 {
 		t.Fatalf("renamed %+v", renamed)
@@ -152,7 +152,7 @@ func TestVaultAPI(t *testing.T) {
 
 	// Agents name vaults that exist, each once, without two secrets of one
 	// variable.
-	var other platform.Vault
+	var other wire.Vault
 	e.Must(201, "POST", "/api/v1/vaults", map[string]any{"name": "other",
 		"secrets": []map[string]any{{"name": "GH_TOKEN", "value": "v2", "host": "gitlab.test"}}}, &other)
 	aid := e.Agent("auto", nil)
@@ -174,7 +174,7 @@ func TestVaultAPI(t *testing.T) {
 			t.Errorf("%s: %d %+v, want %d %s", tc.name, got, ae, tc.status, tc.code)
 		}
 	}
-	var a platform.Agent
+	var a wire.Agent
 	e.Must(200, "PUT", "/api/v1/agents/"+aid, agentBody(v.ID), &a)
 	if len(a.VaultIDs) != 1 || a.VaultIDs[0] != v.ID {
 		t.Fatalf("agent %+v", a)
@@ -216,7 +216,7 @@ func TestVaultAPI(t *testing.T) {
 // sealed value moved to another secret does not open.
 func TestVaultKeyRotation(t *testing.T) {
 	h := newHarness(t)
-	var v platform.Vault
+	var v wire.Vault
 	h.must(201, "POST", "/api/v1/vaults", map[string]any{"name": "keys", "secrets": []map[string]any{
 		{"name": "A_KEY", "value": realSecret, "host": "a.test"}, {"name": "B_KEY", "value": "other-value", "host": "b.test"}}}, &v)
 
@@ -261,7 +261,7 @@ func TestVaultKeyRotation(t *testing.T) {
 // its secrets.
 func TestVaultWithoutEgress(t *testing.T) {
 	h := newHarness(t, fakemodel.Text("never"))
-	var v platform.Vault
+	var v wire.Vault
 	h.must(201, "POST", "/api/v1/vaults", map[string]any{"name": "k", "secrets": []map[string]any{{"name": "TOKEN", "value": realSecret, "host": "api.test"}}}, &v)
 	aid := h.agent("auto", nil)
 	h.must(200, "PUT", "/api/v1/agents/"+aid, map[string]any{"name": "coder", "runtime_profile": "test", "model": "fake-1", "vault_ids": []string{v.ID}}, nil)

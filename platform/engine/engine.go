@@ -25,30 +25,10 @@ import (
 	"github.com/astrabox/astrabox/platform/wire"
 )
 
-// Descriptor says what an engine kind is and needs.
-type Descriptor struct {
-	Kind string `json:"kind"`
-	// Title is a human name ("AstraBox agent", "pi").
-	Title string `json:"title"`
-	// PermissionModes the program supports ("auto", "ask").
-	PermissionModes []string `json:"permission_modes"`
-	// ModelAPI is the model wire it speaks ("openai-chat").
-	ModelAPI string `json:"model_api"`
-	// StateFormat names the native state ("jsonl").
-	StateFormat string `json:"state_format"`
-	// Capabilities are features beyond the basics ("tools", "approvals",
-	// "reasoning", "interrupt", "resume").
-	Capabilities []string `json:"capabilities"`
-	// Tools the program offers; an Agent's tools are a subset.
-	Tools []string `json:"tools,omitempty"`
-	// Image is the image the program needs ("" runs in any image: the
-	// program ships inside the AstraBox binary).
-	Image string `json:"image,omitempty"`
-	// SerialInputs is true for a program that must be handed one input at
-	// a time: the next only once the reply to the last one ended (a
-	// program whose own queue does not keep the order the runner needs).
-	SerialInputs bool `json:"serial_inputs,omitempty"`
-}
+// Descriptor says what an engine kind is and needs; GET /api/v1/engines
+// shows it. Its one declaration is the wire's (see
+// wire.EngineDescriptor for the fields).
+type Descriptor = wire.EngineDescriptor
 
 // Config is what the runner knows when it (re)builds a program's runtime.
 type Config struct {
@@ -214,17 +194,10 @@ type Event struct {
 	Text string
 }
 
-// Interaction is an approval or a question the program waits on.
-type Interaction struct {
-	ID string `json:"interaction_id"`
-	// Kind is "approval" or "question".
-	Kind       string          `json:"kind"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	ToolName   string          `json:"tool_name,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	// Questions are a question's prompts.
-	Questions []string `json:"questions,omitempty"`
-}
+// Interaction is an approval or a question the program waits on: what
+// the runner records as the Session's pending_interaction. Its one
+// declaration is the wire's (see wire.Interaction).
+type Interaction = wire.Interaction
 
 // Usage counts a reply's model tokens.
 type Usage struct {

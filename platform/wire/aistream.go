@@ -3,7 +3,17 @@
 // the runner, the HTTP edge, the SDK and the CLI. It holds the AI SDK UI
 // message stream's chunk types and the constructors of the chunks the
 // platform writes (a Session's replies are such a stream, see PLATFORM.md),
-// and a Session's states.
+// a Session's states, and the one declaration of the bodies of the /api/v1
+// routes: Agents and engines (agent.go), Sessions, inputs and
+// interactions (session.go), vaults (vault.go) and folded messages
+// (messages.go). The server (package platform) builds them from its
+// records, the SDK (package client) names them, and the console's
+// TypeScript declarations are checked against them (console_types_test.go).
+//
+// Encoding: a field that may be JSON null is a pointer (or a slice); a
+// time is a time.Time in UTC, RFC 3339 with up to microseconds.
+// RuntimeProfiles are not here: their declaration is the sandbox layer's
+// (lifecycle.Profile).
 package wire
 
 import "encoding/json"

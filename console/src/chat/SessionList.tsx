@@ -12,6 +12,14 @@ import { sessionEvent } from "./useSession";
 /** How often the list is read again (states, new Sessions). */
 const refreshEvery = 5000;
 
+/**
+ * The instant of a wire time (RFC 3339, its fraction of variable length,
+ * so not comparable as text); -Infinity for none.
+ */
+function instant(t: string | undefined): number {
+  return t ? Date.parse(t) : Number.NEGATIVE_INFINITY;
+}
+
 interface Props {
   agentId: string;
   sessionId: string | undefined;
@@ -50,9 +58,9 @@ export function SessionList({ agentId, sessionId }: Props) {
     }
   };
   const sessions = (list.data?.items ?? [])
-    .map((s) => (fresh[s.session_id]?.updated_at ?? "") >= s.updated_at ? fresh[s.session_id] : s)
+    .map((s) => (instant(fresh[s.session_id]?.updated_at) >= instant(s.updated_at) ? fresh[s.session_id] : s))
     .filter((s) => s.state !== "DELETED")
-    .sort((a, b) => b.updated_at.localeCompare(a.updated_at));
+    .sort((a, b) => instant(b.updated_at) - instant(a.updated_at));
   return (
     <div className="session-list">
       <button className="primary wide" onClick={() => void start()} disabled={creating}>
