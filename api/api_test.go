@@ -48,6 +48,8 @@ type env struct {
 	p   *process.Provider
 	// n is the server's notifier, for replicas on the same store.
 	n *recordingNotifier
+	// handler is the API server.
+	handler *api.Server
 }
 
 func newEnv(t *testing.T, max int) *env {
@@ -90,7 +92,7 @@ func newEnvConfig(t *testing.T, max int, extra map[string]lifecycle.Profile, mod
 		}
 		hs.Close()
 	})
-	return &env{srv: hs, c: client.New(hs.URL, testKey), svc: srv.Sandboxes, p: p, n: n}
+	return &env{srv: hs, c: client.New(hs.URL, testKey), svc: srv.Sandboxes, p: p, n: n, handler: srv.Handler}
 }
 
 // newServer wires a server from cfg as `astrabox serve` does

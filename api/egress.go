@@ -7,6 +7,7 @@ import (
 
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -87,9 +88,9 @@ func credentialProxyPolicy(p NetworkPolicy) (sandbox.NetworkPolicy, error) {
 // egressRoutes adds the operator's network-policy routes.
 func (s *Server) egressRoutes() {
 	for _, prefix := range []string{"/v1", ""} {
-		s.handle("GET "+prefix+"/sandboxes/{id}/network-policy", s.getNetworkPolicy)
-		s.handle("PATCH "+prefix+"/sandboxes/{id}/network-policy", s.patchNetworkPolicy)
-		s.handle("PUT "+prefix+"/sandboxes/{id}/network-policy", s.putNetworkPolicy)
+		s.handle("GET "+prefix+"/sandboxes/{id}/network-policy", identity.ScopeRead, s.getNetworkPolicy)
+		s.handle("PATCH "+prefix+"/sandboxes/{id}/network-policy", identity.ScopeWrite, s.patchNetworkPolicy)
+		s.handle("PUT "+prefix+"/sandboxes/{id}/network-policy", identity.ScopeWrite, s.putNetworkPolicy)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/egress/credproxy"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 )
@@ -30,6 +31,8 @@ func TestStatusOfEveryCode(t *testing.T) {
 		sandbox.CodeBackendDisabled:     400,
 		sandbox.CodeLimitOutOfRange:     400,
 		sandbox.CodeUnauthorized:        401,
+		identity.CodeTokenExpired:       401,
+		identity.CodeForbidden:          403,
 		sandbox.CodeFileNotFound:        404,
 		sandbox.CodeNotFound:            404,
 		sandbox.CodeCommandNotFound:     404,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/api/platformapi"
 )
 
@@ -12,7 +13,7 @@ import (
 // registers is a path of the OpenAPI document, with its method.
 func TestOpenAPIDocumentsPlatformRoutes(t *testing.T) {
 	var routes [][]string // {pattern, method, path}
-	for _, rt := range platformapi.New(platformapi.Config{}).Routes() {
+	for _, rt := range append(platformapi.New(platformapi.Config{}).Routes(), identityapi.New(nil, 0).Routes()...) {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
 		routes = append(routes, []string{rt.Pattern, method, path})
 	}

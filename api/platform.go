@@ -21,7 +21,5 @@ func (s *Server) platformRoutes() {
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log,
 	})
-	for _, rt := range h.Routes() {
-		s.handle(rt.Pattern, rt.Handler)
-	}
+	s.handleRoutes(h.Routes())
 }

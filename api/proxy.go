@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/internal/exactbody"
 
 	"github.com/astrabox/astrabox/egress"
@@ -208,9 +209,20 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 	if origin == sharedOrigin && refuseServiceWorker(w, r) {
 		return
 	}
-	if !s.authorized(r) && !s.tokenAuthorized(w, r, id, port, origin) {
-		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs the %s header or a valid endpoint token", HeaderAPIKey))
-		return
+	if !s.tokenAuthorized(w, r, id, port, origin) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs an API key or a valid endpoint token"))
+			return
+		}
+		if !p.Can(identity.ScopeWrite) { // a box's port does what it is asked: no read-only access
+			httpx.WriteError(w, identity.Forbidden("the sandbox proxy needs the write permission"))
+			return
+		}
+		if err := s.checkBoxOwner(r.Context(), p, id); err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
 	}
 	if port == egress.InBoxAPIPort { // OpenSandbox's egress API, served here (egress.go)
 		s.serveEgressAPI(w, r, id)

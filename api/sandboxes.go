@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -158,6 +159,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return 0, nil, err
 		}
+		creq.Owner = ownerOf(r.Context())
+		if creq.SnapshotID != "" && !identity.PrincipalFrom(r.Context()).IsAdmin() {
+			// Snapshots have no owner of their own yet: only an
+			// administrator, who sees them all, starts a box from one.
+			return 0, nil, identity.Forbidden("starting a sandbox from a snapshot needs the admin permission")
+		}
 		rec, err := s.svc.Create(r.Context(), creq)
 		if err != nil {
 			return 0, nil, err
@@ -213,6 +220,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			*p.dst = n
 		}
 	}
+	if p := identity.PrincipalFrom(r.Context()); !p.IsAdmin() {
+		f.OwnerID = p.UserID
+	}
 	recs, total, err := s.svc.List(r.Context(), f)
 	if err != nil {
 		httpx.WriteError(w, err)
@@ -228,7 +238,14 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	s.boxOp(w, r, func() error { return s.svc.Delete(r.Context(), r.PathValue("id"), "user_delete") }, http.StatusNoContent)
+	s.boxOp(w, r, func() error {
+		id := r.PathValue("id")
+		if err := s.svc.Delete(r.Context(), id, "user_delete"); err != nil {
+			return err
+		}
+		s.cfg.Accounts.Record(r.Context(), identity.PrincipalFrom(r.Context()), "sandbox.delete", "sandbox:"+id, nil)
+		return nil
+	}, http.StatusNoContent)
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {

@@ -10,7 +10,6 @@ package api
 import (
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
@@ -18,7 +17,9 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/api/shipyard"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/internal/console"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
@@ -69,6 +70,13 @@ type Config struct {
 	// (none when either is nil).
 	Catalog  *platform.Catalog
 	Sessions *platform.Sessions
+	// Auth authenticates requests (default: the bootstrap key
+	// APIKeyHash, or everyone with Insecure, and the per-user keys of
+	// Store).
+	Auth *identity.Authenticator
+	// Accounts manages users, keys and the audit log (default: over
+	// Store, telling Auth of changes).
+	Accounts *identity.Accounts
 	// Console serves the web console: GET / and everything under
 	// console.AssetPrefix (default: the embedded console).
 	Console http.Handler
@@ -76,11 +84,14 @@ type Config struct {
 
 // Server is the API's http.Handler.
 type Server struct {
-	cfg Config
-	svc *lifecycle.Service
-	cat *platform.Catalog
-	log *slog.Logger
-	mux *http.ServeMux
+	cfg  Config
+	auth *identity.Authenticator
+	// rules are the routes registered behind authentication (Rules).
+	rules []Rule
+	svc   *lifecycle.Service
+	cat   *platform.Catalog
+	log   *slog.Logger
+	mux   *http.ServeMux
 	// transport is the proxy's pooled connection to sandboxes.
 	transport *http.Transport
 	// draining is set when the server is shutting down: /readyz answers
@@ -113,7 +124,14 @@ func New(cfg Config) *Server {
 	if cfg.Console == nil {
 		cfg.Console = console.Handler()
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, cat: cfg.Catalog, log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.Auth == nil {
+		cfg.Auth = identity.New(identity.Config{Records: cfg.Store, BootstrapKeyHash: cfg.APIKeyHash,
+			Insecure: cfg.Insecure, Logger: cfg.Logger})
+	}
+	if cfg.Accounts == nil {
+		cfg.Accounts = identity.NewAccounts(identity.AccountsConfig{Store: cfg.Store, Auth: cfg.Auth, Logger: cfg.Logger})
+	}
+	s := &Server{cfg: cfg, auth: cfg.Auth, svc: cfg.Service, cat: cfg.Catalog, log: cfg.Logger, mux: http.NewServeMux()}
 	if cfg.EndpointDomain != "" {
 		var err error
 		if s.epHost, s.epPort, err = ParseEndpointDomain(cfg.EndpointDomain); err != nil {
@@ -133,29 +151,30 @@ func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
 func (s *Server) routes() {
 	for _, prefix := range []string{"/v1", ""} {
-		s.handle("GET "+prefix+"/sandboxes", s.listSandboxes)
-		s.handle("POST "+prefix+"/sandboxes", s.createSandbox)
-		s.handle("GET "+prefix+"/sandboxes/{id}", s.getSandbox)
-		s.handle("DELETE "+prefix+"/sandboxes/{id}", s.deleteSandbox)
-		s.handle("PATCH "+prefix+"/sandboxes/{id}/metadata", s.patchMetadata)
-		s.handle("POST "+prefix+"/sandboxes/{id}/pause", s.pauseSandbox)
-		s.handle("POST "+prefix+"/sandboxes/{id}/resume", s.resumeSandbox)
-		s.handle("POST "+prefix+"/sandboxes/{id}/renew-expiration", s.renewSandbox)
-		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", s.getEndpoint)
-		s.handle("GET "+prefix+"/sandboxes/{id}/events", s.sandboxEvents)
+		s.handle("GET "+prefix+"/sandboxes", identity.ScopeRead, s.listSandboxes)
+		s.handle("POST "+prefix+"/sandboxes", identity.ScopeWrite, s.createSandbox)
+		s.handle("GET "+prefix+"/sandboxes/{id}", identity.ScopeRead, s.getSandbox)
+		s.handle("DELETE "+prefix+"/sandboxes/{id}", identity.ScopeWrite, s.deleteSandbox)
+		s.handle("PATCH "+prefix+"/sandboxes/{id}/metadata", identity.ScopeWrite, s.patchMetadata)
+		s.handle("POST "+prefix+"/sandboxes/{id}/pause", identity.ScopeWrite, s.pauseSandbox)
+		s.handle("POST "+prefix+"/sandboxes/{id}/resume", identity.ScopeWrite, s.resumeSandbox)
+		s.handle("POST "+prefix+"/sandboxes/{id}/renew-expiration", identity.ScopeWrite, s.renewSandbox)
+		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", identity.ScopeRead, s.getEndpoint)
+		s.handle("GET "+prefix+"/sandboxes/{id}/events", identity.ScopeRead, s.sandboxEvents)
 		// The OpenSandbox SDKs report client-side telemetry here; AstraBox
 		// accepts and drops it.
-		s.handle("POST "+prefix+"/metrics/events", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-		s.handle("GET "+prefix+"/profiles", s.listProfiles)
-		s.handle("PUT "+prefix+"/profiles/{name}", s.putProfile)
-		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", s.createSnapshot)
-		s.handle("GET "+prefix+"/snapshots", s.listSnapshots)
-		s.handle("GET "+prefix+"/snapshots/{sid}", s.getSnapshot)
-		s.handle("DELETE "+prefix+"/snapshots/{sid}", s.deleteSnapshot)
-		s.handle("GET "+prefix+"/volumes", s.listVolumes)
-		s.handle("DELETE "+prefix+"/volumes/{name}", s.deleteVolume)
+		s.handle("POST "+prefix+"/metrics/events", identity.ScopeRead, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+		s.handle("GET "+prefix+"/profiles", identity.ScopeRead, s.listProfiles)
+		s.handle("PUT "+prefix+"/profiles/{name}", identity.ScopeAdmin, s.putProfile)
+		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", identity.ScopeWrite, s.createSnapshot)
+		s.handle("GET "+prefix+"/snapshots", identity.ScopeAdmin, s.listSnapshots)
+		s.handle("GET "+prefix+"/snapshots/{sid}", identity.ScopeAdmin, s.getSnapshot)
+		s.handle("DELETE "+prefix+"/snapshots/{sid}", identity.ScopeAdmin, s.deleteSnapshot)
+		s.handle("GET "+prefix+"/volumes", identity.ScopeAdmin, s.listVolumes)
+		s.handle("DELETE "+prefix+"/volumes/{name}", identity.ScopeAdmin, s.deleteVolume)
 	}
 	s.egressRoutes()
+	s.handleRoutes(identityapi.New(s.cfg.Accounts, s.cfg.MaxBodyBytes).Routes())
 	if s.cat != nil && s.cfg.Sessions != nil {
 		s.platformRoutes()
 	}
@@ -165,7 +184,7 @@ func (s *Server) routes() {
 	// The Shipyard Neo (Bay) compatible API for Bay's clients (AstrBot):
 	// Bay's routes, bearer auth with the same key, Bay's error shape.
 	s.mux.Handle("/shipyard/", http.StripPrefix("/shipyard", shipyard.New(shipyard.Config{
-		Service: s.svc, Store: s.cfg.Store, KeyValid: s.KeyValid, Logger: s.log.With("component", "shipyard")})))
+		Service: s.svc, Store: s.cfg.Store, Authenticate: s.authenticate, Logger: s.log.With("component", "shipyard")})))
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /readyz", s.ready)
@@ -186,30 +205,10 @@ func (s *Server) routes() {
 	})
 }
 
-// handle registers an authenticated route.
-func (s *Server) handle(pattern string, h http.HandlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
-			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "missing or invalid %s header", HeaderAPIKey))
-			return
-		}
-		h(w, r)
-	})
-}
-
-func (s *Server) authorized(r *http.Request) bool { return s.KeyValid(r.Header.Get(HeaderAPIKey)) }
-
-// KeyValid reports whether key is the API key (any key, or none, with
-// Config.Insecure).
-func (s *Server) KeyValid(key string) bool {
-	if s.cfg.Insecure {
-		return true
-	}
-	if key == "" {
-		return false
-	}
-	got := sha256.Sum256([]byte(key))
-	return subtle.ConstantTimeCompare(got[:], s.cfg.APIKeyHash[:]) == 1
+// authorized reports whether r authenticates (any user, any scope).
+func (s *Server) authorized(r *http.Request) bool {
+	_, err := s.authenticate(r)
+	return err == nil
 }
 
 // ServeHTTP adds X-Request-ID to every answer and logs failures. A request
@@ -223,6 +222,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = hex.EncodeToString(b[:])
 	}
 	w.Header().Set("X-Request-ID", id)
+	r = r.WithContext(identity.WithRequestID(r.Context(), id))
 	_, onEndpoint := s.endpointLabel(r.Host)
 	if !onEndpoint { // a box's streams, as on the proxy's paths (deadline.go)
 		s.boundBodyRead(w, r)

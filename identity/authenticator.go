@@ -166,6 +166,11 @@ func (a *Authenticator) principal(ctx context.Context, userID, keyID string, key
 	if err != nil {
 		return nil, err
 	}
+	if u == nil && userID == BootstrapUserID {
+		// Not created yet (EnsureBootstrapUser runs when a server starts):
+		// the bootstrap key is an administrator's from the first request.
+		u = &store.User{ID: BootstrapUserID, Role: string(RoleAdmin), OrgID: DefaultOrgID}
+	}
 	if u == nil || u.Disabled {
 		return nil, Unauthorized()
 	}

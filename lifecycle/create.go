@@ -48,6 +48,14 @@ type CreateRequest struct {
 	// sandbox.Spec.CredentialProxy and credvault.go); Network must then be
 	// limited.
 	CredentialProxy bool
+	// Owner is the user the sandbox belongs to, and their organization.
+	Owner Owner
+}
+
+// Owner names who a sandbox belongs to.
+type Owner struct {
+	UserID string
+	OrgID  string
 }
 
 // newID returns a sandbox id: 20 lower-case alphanumerics.
@@ -169,7 +177,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
 	if prof.PoolSize > 0 && !spec.CredentialProxy { // pool boxes have no credential proxy
-		rec, err := s.claim(ctx, poolKey(prof.Name, s.unit(ctx, backend), spec), spec, specJSON)
+		rec, err := s.claim(ctx, poolKey(prof.Name, s.unit(ctx, backend), spec), spec, specJSON, req.Owner)
 		if rec != nil || err != nil {
 			createSeconds.observe(backend, time.Since(start))
 			return rec, err
@@ -180,7 +188,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		ID: newID(), Backend: backend, Profile: prof.Name, State: sandbox.StatePending, Reason: "provisioning",
 		Image: spec.Image, Spec: specJSON, Metadata: spec.Metadata, Entrypoint: spec.Entrypoint,
 		CreatedAt: now, UpdatedAt: now, IdleTimeout: spec.IdleTimeout, LastActiveAt: now,
-		Instance: s.Instance(ctx, backend),
+		Instance: s.Instance(ctx, backend), OwnerID: req.Owner.UserID, OrgID: req.Owner.OrgID,
 	}
 	if spec.Timeout > 0 {
 		exp := now.Add(spec.Timeout)

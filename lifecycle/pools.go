@@ -57,7 +57,7 @@ func poolKey(profile, backend string, spec sandbox.Spec) string {
 
 // claim takes a ready box of pool key and makes it the requested sandbox.
 // It returns nil and no error when the pool has no live box.
-func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, specJSON []byte) (*store.Sandbox, error) {
+func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, specJSON []byte, owner Owner) (*store.Sandbox, error) {
 	for range claimAttempts {
 		rec, err := s.cfg.Store.ClaimPooled(ctx, key)
 		if errors.Is(err, store.ErrNotFound) {
@@ -74,7 +74,7 @@ func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, spec
 			s.markFailed(context.WithoutCancel(ctx), rec.ID, "pool_box_lost")
 			continue
 		}
-		if err := s.adopt(ctx, rec, spec, specJSON); err != nil {
+		if err := s.adopt(ctx, rec, spec, specJSON, owner); err != nil {
 			// Out of the pool but not the user's: it would hold resources
 			// with no expiry.
 			s.reap(context.WithoutCancel(ctx), rec.ID, "claim_failed")
@@ -96,10 +96,10 @@ func (s *Service) claim(ctx context.Context, key string, spec sandbox.Spec, spec
 var errPoolBoxGone = errors.New("claimed pool box is no longer running")
 
 // adopt turns a claimed pool record into the requested sandbox: the
-// request's metadata, timeouts and spec, created now; rec becomes the
+// request's metadata, timeouts, spec and owner, created now; rec becomes the
 // record as stored. A record that is no longer Running is refused with
 // errPoolBoxGone.
-func (s *Service) adopt(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec, specJSON []byte) error {
+func (s *Service) adopt(ctx context.Context, rec *store.Sandbox, spec sandbox.Spec, specJSON []byte, owner Owner) error {
 	unlock := s.lock(rec.ID)
 	defer unlock()
 	now := s.stamp()
@@ -108,6 +108,7 @@ func (s *Service) adopt(ctx context.Context, rec *store.Sandbox, spec sandbox.Sp
 			return fmt.Errorf("adopt sandbox %s (%s): %w", cur.ID, cur.State, errPoolBoxGone)
 		}
 		cur.Spec, cur.Metadata, cur.Entrypoint = specJSON, spec.Metadata, spec.Entrypoint
+		cur.OwnerID, cur.OrgID = owner.UserID, owner.OrgID
 		cur.CreatedAt, cur.LastActiveAt, cur.IdleTimeout, cur.ExpiresAt = now, now, spec.IdleTimeout, nil
 		if spec.Timeout > 0 {
 			exp := now.Add(spec.Timeout)

@@ -112,8 +112,11 @@ func TestAdoptForwardsTheNewExpiry(t *testing.T) {
 			if err := svc.cfg.Store.CreateSandbox(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
-			if err := svc.adopt(ctx, rec, sandbox.Spec{Image: "host", Timeout: tc.timeout}, []byte(`{}`)); err != nil {
+			if err := svc.adopt(ctx, rec, sandbox.Spec{Image: "host", Timeout: tc.timeout}, []byte(`{}`), Owner{UserID: "u1", OrgID: "default"}); err != nil {
 				t.Fatal(err)
+			}
+			if rec.OwnerID != "u1" || rec.OrgID != "default" {
+				t.Errorf("adopted box owned by %q of %q, want u1 of default", rec.OwnerID, rec.OrgID)
 			}
 			at, ok := rr.at["p1"]
 			if ok != tc.renewed || (ok && (rec.ExpiresAt == nil || !at.Equal(*rec.ExpiresAt))) {

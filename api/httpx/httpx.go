@@ -51,3 +51,17 @@ func WriteError(w http.ResponseWriter, err error) {
 	RecordError(w, err)
 	WriteJSON(w, sandbox.StatusOf(code), errorBody{Code: string(code), Message: msg})
 }
+
+// Route is one route a route package hands the server, which registers it
+// behind its authentication.
+type Route struct {
+	// Pattern is an http.ServeMux pattern with its method, e.g.
+	// "GET /api/v1/agents/{id}".
+	Pattern string
+	// Need is the scope a caller must hold (an identity.Scope's name:
+	// "read", "write" or "admin"); the server refuses others with
+	// FORBIDDEN before Handler runs.
+	Need string
+	// Handler serves the route; it neither authenticates nor checks Need.
+	Handler http.HandlerFunc
+}

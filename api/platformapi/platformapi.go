@@ -78,49 +78,46 @@ func New(cfg Config) *Handler {
 	return &Handler{cfg: cfg, cat: cfg.Catalog, sess: cfg.Sessions, log: cfg.Logger}
 }
 
-// Route is one route: what the server registers, behind its
-// authentication. What the server needs to know of a route beyond its
-// pattern (the permission it requires, say) is a field of its own here,
-// set in Routes.
-type Route struct {
-	// Pattern is an http.ServeMux pattern with its method, e.g.
-	// "GET /api/v1/agents/{id}".
-	Pattern string
-	// Handler serves the route; it does not authenticate.
-	Handler http.HandlerFunc
-}
+// The scopes the routes need (identity.Scope's names; httpx.Route.Need).
+const (
+	read  = "read"
+	write = "write"
+	admin = "admin"
+)
 
-// Routes returns the /api/v1 routes, each pattern once.
-func (h *Handler) Routes() []Route {
-	return []Route{
-		{"GET /api/v1/engines", h.listEngines},
-		{"GET /api/v1/runtime-profiles", h.listRuntimeProfiles},
-		{"GET /api/v1/runtime-profiles/{name}", h.getRuntimeProfile},
-		{"PUT /api/v1/runtime-profiles/{name}", h.putRuntimeProfile},
-		{"DELETE /api/v1/runtime-profiles/{name}", h.deleteRuntimeProfile},
-		{"POST /api/v1/runtime-profiles/{name}/test-model", h.testModel},
-		{"GET /api/v1/agents", h.listAgents},
-		{"POST /api/v1/agents", h.createAgent},
-		{"GET /api/v1/agents/{id}", h.getAgent},
-		{"PUT /api/v1/agents/{id}", h.updateAgent},
-		{"DELETE /api/v1/agents/{id}", h.deleteAgent},
-		{"POST /api/v1/agents/{id}/conversations", h.createConversation},
-		{"GET /api/v1/vaults", h.listVaults},
-		{"POST /api/v1/vaults", h.createVault},
-		{"GET /api/v1/vaults/{id}", h.getVault},
-		{"PUT /api/v1/vaults/{id}", h.updateVault},
-		{"DELETE /api/v1/vaults/{id}", h.deleteVault},
-		{"PUT /api/v1/vaults/{id}/secrets/{name}", h.putSecret},
-		{"DELETE /api/v1/vaults/{id}/secrets/{name}", h.deleteSecret},
-		{"GET /api/v1/sessions", h.listSessions},
-		{"GET /api/v1/sessions/{id}", h.getSession},
-		{"DELETE /api/v1/sessions/{id}", h.deleteSession},
-		{"POST /api/v1/sessions/{id}/turn-inputs", h.sendInput},
-		{"POST /api/v1/sessions/{id}/interrupt", h.interruptSession},
-		{"POST /api/v1/sessions/{id}/interaction-respond", h.respondInteraction},
-		{"GET /api/v1/sessions/{id}/messages", h.sessionMessages},
-		{"GET /api/v1/sessions/{id}/events", h.sessionEvents},
-		{"GET /api/v1/sessions/{id}/ai-stream", h.aiStream},
+// Routes returns the /api/v1 routes, each pattern once, with the scope
+// each needs: reading needs read, changing write, and RuntimeProfiles'
+// changes, their model check and every vault route admin.
+func (h *Handler) Routes() []httpx.Route {
+	return []httpx.Route{
+		{Pattern: "GET /api/v1/engines", Need: read, Handler: h.listEngines},
+		{Pattern: "GET /api/v1/runtime-profiles", Need: read, Handler: h.listRuntimeProfiles},
+		{Pattern: "GET /api/v1/runtime-profiles/{name}", Need: read, Handler: h.getRuntimeProfile},
+		{Pattern: "PUT /api/v1/runtime-profiles/{name}", Need: admin, Handler: h.putRuntimeProfile},
+		{Pattern: "DELETE /api/v1/runtime-profiles/{name}", Need: admin, Handler: h.deleteRuntimeProfile},
+		{Pattern: "POST /api/v1/runtime-profiles/{name}/test-model", Need: admin, Handler: h.testModel},
+		{Pattern: "GET /api/v1/agents", Need: read, Handler: h.listAgents},
+		{Pattern: "POST /api/v1/agents", Need: write, Handler: h.createAgent},
+		{Pattern: "GET /api/v1/agents/{id}", Need: read, Handler: h.getAgent},
+		{Pattern: "PUT /api/v1/agents/{id}", Need: write, Handler: h.updateAgent},
+		{Pattern: "DELETE /api/v1/agents/{id}", Need: write, Handler: h.deleteAgent},
+		{Pattern: "POST /api/v1/agents/{id}/conversations", Need: write, Handler: h.createConversation},
+		{Pattern: "GET /api/v1/vaults", Need: admin, Handler: h.listVaults},
+		{Pattern: "POST /api/v1/vaults", Need: admin, Handler: h.createVault},
+		{Pattern: "GET /api/v1/vaults/{id}", Need: admin, Handler: h.getVault},
+		{Pattern: "PUT /api/v1/vaults/{id}", Need: admin, Handler: h.updateVault},
+		{Pattern: "DELETE /api/v1/vaults/{id}", Need: admin, Handler: h.deleteVault},
+		{Pattern: "PUT /api/v1/vaults/{id}/secrets/{name}", Need: admin, Handler: h.putSecret},
+		{Pattern: "DELETE /api/v1/vaults/{id}/secrets/{name}", Need: admin, Handler: h.deleteSecret},
+		{Pattern: "GET /api/v1/sessions", Need: read, Handler: h.listSessions},
+		{Pattern: "GET /api/v1/sessions/{id}", Need: read, Handler: h.getSession},
+		{Pattern: "DELETE /api/v1/sessions/{id}", Need: write, Handler: h.deleteSession},
+		{Pattern: "POST /api/v1/sessions/{id}/turn-inputs", Need: write, Handler: h.sendInput},
+		{Pattern: "POST /api/v1/sessions/{id}/interrupt", Need: write, Handler: h.interruptSession},
+		{Pattern: "POST /api/v1/sessions/{id}/interaction-respond", Need: write, Handler: h.respondInteraction},
+		{Pattern: "GET /api/v1/sessions/{id}/messages", Need: read, Handler: h.sessionMessages},
+		{Pattern: "GET /api/v1/sessions/{id}/events", Need: read, Handler: h.sessionEvents},
+		{Pattern: "GET /api/v1/sessions/{id}/ai-stream", Need: read, Handler: h.aiStream},
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/identity"
+
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -87,6 +89,10 @@ func expired(rec *store.Sandbox) bool {
 // an unknown one and for one being deleted by a user.
 func (h *Handler) get(ctx context.Context, id string) (*store.Sandbox, error) {
 	rec, err := h.svc.Get(ctx, id)
+	if err == nil && !identity.PrincipalFrom(ctx).Owns(rec.OwnerID) {
+		// Another user's box is as absent as a missing one.
+		err = sandbox.Errorf(sandbox.CodeSandboxNotFound, "sandbox %q not found", id)
+	}
 	if err != nil {
 		if sandbox.CodeOf(err) == sandbox.CodeSandboxNotFound {
 			h.forget(id)

@@ -15,6 +15,7 @@ const (
 	codeNotFound        = "not_found"
 	codeFileNotFound    = "file_not_found"
 	codeUnauthorized    = "unauthorized"
+	codeForbidden       = "forbidden"
 	codeValidation      = "validation_error"
 	codeInvalidPath     = "invalid_path"
 	codeCapability      = "capability_not_supported"

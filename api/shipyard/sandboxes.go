@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/astrabox/astrabox/identity"
+
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -222,7 +224,7 @@ func (h *Handler) create(ctx context.Context, req createRequest) (*store.Sandbox
 	done := make(chan created, 1)
 	creq := lifecycle.CreateRequest{Profile: prof, Timeout: &ttl,
 		Metadata: map[string]string{metaAPI: "shipyard", metaProfile: req.Profile},
-		Recorded: func(rec store.Sandbox) { recorded <- rec }}
+		Recorded: func(rec store.Sandbox) { recorded <- rec }, Owner: ownerOf(ctx)}
 	go func() {
 		// The box keeps starting when the client stops waiting; the
 		// service bounds the backend's create.
@@ -289,7 +291,11 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	want := q.Get("status")
-	recs, total, err := h.svc.List(r.Context(), store.ListFilter{Metadata: map[string]string{metaAPI: "shipyard"}, Page: page, PageSize: limit})
+	f := store.ListFilter{Metadata: map[string]string{metaAPI: "shipyard"}, Page: page, PageSize: limit}
+	if p := identity.PrincipalFrom(r.Context()); !p.IsAdmin() {
+		f.OwnerID = p.UserID
+	}
+	recs, total, err := h.svc.List(r.Context(), f)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -411,4 +417,10 @@ func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "stopped"})
+}
+
+// ownerOf returns who a sandbox the caller of ctx makes belongs to.
+func ownerOf(ctx context.Context) lifecycle.Owner {
+	p := identity.PrincipalFrom(ctx)
+	return lifecycle.Owner{UserID: p.UserID, OrgID: p.OrgID}
 }

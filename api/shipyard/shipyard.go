@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/store"
 )
@@ -32,10 +33,13 @@ import (
 type Config struct {
 	Service *lifecycle.Service
 	Store   store.Store
-	// KeyValid reports whether key is the server's API key (it is given ""
-	// when a request carries none).
-	KeyValid func(key string) bool
-	Logger   *slog.Logger
+	// Authenticate returns the caller of a request (the server's
+	// authentication: a key in the OpenSandbox header or as a bearer
+	// token), or an error when it has none. A caller sees and touches
+	// only the sandboxes it owns, unless it is an administrator; reading
+	// needs the read scope and everything else write.
+	Authenticate func(r *http.Request) (*identity.Principal, error)
+	Logger       *slog.Logger
 	// MaxBodyBytes bounds JSON bodies (default 1 MiB); file writes, whose
 	// content travels in the JSON, may be MaxFileBytes.
 	MaxBodyBytes int64
@@ -140,19 +144,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // bearer token; the OpenSandbox header is accepted as well.
 func (h *Handler) authed(fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("OPEN-SANDBOX-API-KEY")
-		if auth := r.Header.Get("Authorization"); key == "" && auth != "" {
-			scheme, token, _ := strings.Cut(auth, " ")
-			if strings.EqualFold(scheme, "Bearer") {
-				key = strings.TrimSpace(token)
-			}
+		var p *identity.Principal
+		err := identity.Unauthorized()
+		if h.cfg.Authenticate != nil {
+			p, err = h.cfg.Authenticate(r)
 		}
-		if h.cfg.KeyValid == nil || !h.cfg.KeyValid(key) {
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="astrabox"`)
 			h.writeError(w, r, newError(http.StatusUnauthorized, codeUnauthorized, "missing or invalid bearer token"))
 			return
 		}
-		fn(w, r)
+		need := identity.ScopeWrite
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			need = identity.ScopeRead
+		}
+		if !p.Can(need) {
+			h.writeError(w, r, newError(http.StatusForbidden, codeForbidden, "this request needs the "+string(need)+" permission"))
+			return
+		}
+		fn(w, r.WithContext(identity.WithPrincipal(r.Context(), p)))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
@@ -169,6 +170,9 @@ func New(cfg Config) (*Server, error) {
 // runtimes of live Sessions. Close stops them.
 func (s *Server) Start(ctx context.Context) error {
 	ctx, s.stop = context.WithCancel(ctx)
+	if err := identity.EnsureBootstrapUser(ctx, s.cfg.Store); err != nil {
+		return err
+	}
 	s.wg.Go(func() { s.Sandboxes.Reconcile(ctx, s.cfg.ReconcileInterval) })
 	s.wg.Go(func() { s.Handler.ForgetIdempotency(ctx, 10*time.Minute) })
 	if n, err := s.Sandboxes.RestoreCredentialVaults(ctx); err != nil {

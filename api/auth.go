@@ -1,0 +1,108 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/identity"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+)
+
+// Rule is a registered route and the scope a caller needs for it.
+type Rule struct {
+	Pattern string
+	Need    identity.Scope
+}
+
+// Rules returns every route registered behind authentication, in the
+// order of registration, with the scope each needs. The routes served
+// without it (health, the console's page and assets, the OpenAPI
+// document, the proxy, the Shipyard facade) authenticate in their own way
+// or serve nothing private; see routes.
+func (s *Server) Rules() []Rule { return append([]Rule(nil), s.rules...) }
+
+// presentedKey returns the key r carries: the OpenSandbox header, else an
+// "Authorization: Bearer" token ("" when neither).
+func presentedKey(r *http.Request) string {
+	if key := r.Header.Get(HeaderAPIKey); key != "" {
+		return key
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(token)
+	}
+	return ""
+}
+
+// authenticate returns the caller of r, or UNAUTHORIZED / TOKEN_EXPIRED.
+func (s *Server) authenticate(r *http.Request) (*identity.Principal, error) {
+	return s.auth.Authenticate(r.Context(), presentedKey(r))
+}
+
+// handle registers a route that needs scope need: the caller is
+// authenticated (authenticate), refused with FORBIDDEN without the scope,
+// and refused with SANDBOX_NOT_FOUND on a route of a sandbox ({id} under
+// /sandboxes/) it does not own; the handler then finds the caller with
+// identity.PrincipalFrom.
+func (s *Server) handle(pattern string, need identity.Scope, h http.HandlerFunc) {
+	if !need.Valid() {
+		panic("api: route " + pattern + " needs an unknown scope " + string(need))
+	}
+	s.rules = append(s.rules, Rule{Pattern: pattern, Need: need})
+	boxRoute := strings.Contains(pattern, "/sandboxes/{id}")
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+		if !p.Can(need) {
+			httpx.WriteError(w, identity.Forbidden("%s %s needs the %s permission", r.Method, r.URL.Path, need))
+			return
+		}
+		ctx := identity.WithPrincipal(r.Context(), p)
+		if boxRoute {
+			if err := s.checkBoxOwner(ctx, p, r.PathValue("id")); err != nil {
+				httpx.WriteError(w, err)
+				return
+			}
+		}
+		h(w, r.WithContext(ctx))
+	})
+}
+
+// handleRoutes registers routes a route package hands the server.
+func (s *Server) handleRoutes(routes []httpx.Route) {
+	for _, rt := range routes {
+		s.handle(rt.Pattern, identity.Scope(rt.Need), rt.Handler)
+	}
+}
+
+// checkBoxOwner answers SANDBOX_NOT_FOUND, as for a missing box, unless p
+// owns sandbox id or is an administrator: nothing tells a caller that
+// another user's box exists.
+func (s *Server) checkBoxOwner(ctx context.Context, p *identity.Principal, id string) error {
+	if p.IsAdmin() {
+		return nil
+	}
+	rec, err := s.cfg.Store.GetSandbox(ctx, id)
+	if err == nil && p.Owns(rec.OwnerID) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("check the sandbox's owner: %w", err)
+	}
+	return sandbox.Errorf(sandbox.CodeSandboxNotFound, "sandbox %q not found", id)
+}
+
+// ownerOf returns who a sandbox made by the caller of ctx belongs to.
+func ownerOf(ctx context.Context) lifecycle.Owner {
+	p := identity.PrincipalFrom(ctx)
+	return lifecycle.Owner{UserID: p.UserID, OrgID: p.OrgID}
+}
