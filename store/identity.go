@@ -130,3 +130,30 @@ type Audit interface {
 	// ListAudit returns the entries f selects, newest (highest Seq) first.
 	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 }
+
+// WebSession is a browser's signed-in session. Only the SHA-256 of its
+// id (the cookie's value) is kept, hex-encoded, as ID.
+type WebSession struct {
+	ID     string
+	UserID string
+	// FlowID names the sign-in flow that made the session: one flow makes
+	// at most one session, so a replayed flow is refused.
+	FlowID    string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// WebSessions keeps WebSession records.
+type WebSessions interface {
+	// CreateWebSession inserts s (a zero CreatedAt set to now);
+	// ErrConflict if the id or the FlowID exists.
+	CreateWebSession(ctx context.Context, s *WebSession) error
+	// GetWebSession returns the record or ErrNotFound (an expired record
+	// is still returned: the caller compares ExpiresAt).
+	GetWebSession(ctx context.Context, id string) (*WebSession, error)
+	// DeleteWebSession removes the record; ErrNotFound if absent.
+	DeleteWebSession(ctx context.Context, id string) error
+	// DeleteWebSessionsBefore removes the records that expired before t
+	// and, when userID is not "", every record of that user.
+	DeleteWebSessionsBefore(ctx context.Context, t time.Time, userID string) error
+}

@@ -214,6 +214,7 @@ type Store interface {
 	Users
 	APIKeys
 	Audit
+	WebSessions
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error

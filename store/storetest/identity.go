@@ -306,3 +306,42 @@ func testAudit(t *testing.T, st store.Store) {
 		checkTime(t, "audit at", got[0].At, t0)
 	}
 }
+
+func testWebSessions(t *testing.T, st store.Store) {
+	ctx := t.Context()
+	s := &store.WebSession{ID: "h1", UserID: "alice", FlowID: "f1", CreatedAt: t0, ExpiresAt: at(time.Hour)}
+	if err := st.CreateWebSession(ctx, s); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	checkErr(t, "create with a taken id", st.CreateWebSession(ctx, &store.WebSession{ID: "h1", UserID: "x", FlowID: "f2", ExpiresAt: t0}), store.ErrConflict)
+	checkErr(t, "create from a used flow", st.CreateWebSession(ctx, &store.WebSession{ID: "h2", UserID: "x", FlowID: "f1", ExpiresAt: t0}), store.ErrConflict)
+	got, err := st.GetWebSession(ctx, "h1")
+	if err != nil || got.UserID != "alice" || got.FlowID != "f1" {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	checkTime(t, "created_at", got.CreatedAt, t0)
+	checkTime(t, "expires_at", got.ExpiresAt, at(time.Hour))
+	_, err = st.GetWebSession(ctx, "h2")
+	checkErr(t, "get unknown", err, store.ErrNotFound)
+
+	for i, u := range []string{"alice", "bob", "bob"} {
+		ws := &store.WebSession{ID: fmt.Sprint("e", i), UserID: u, FlowID: fmt.Sprint("ef", i), ExpiresAt: at(time.Duration(i) * time.Minute)}
+		if err := st.CreateWebSession(ctx, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Expired before t0+30s: e0. Bob's: e1, e2. Alice's h1 stays.
+	if err := st.DeleteWebSessionsBefore(ctx, at(30*time.Second), "bob"); err != nil {
+		t.Fatalf("delete before: %v", err)
+	}
+	for id, want := range map[string]bool{"h1": true, "e0": false, "e1": false, "e2": false} {
+		_, err := st.GetWebSession(ctx, id)
+		if (err == nil) != want {
+			t.Errorf("session %s kept = %v, want %v", id, err == nil, want)
+		}
+	}
+	if err := st.DeleteWebSession(ctx, "h1"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	checkErr(t, "delete again", st.DeleteWebSession(ctx, "h1"), store.ErrNotFound)
+}

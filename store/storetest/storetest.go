@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UserList", testUserList},
 		{"APIKeys", testAPIKeys},
 		{"Audit", testAudit},
+		{"WebSessions", testWebSessions},
 		{"Concurrent", testConcurrent},
 		{"CreateRace", testCreateRace},
 		{"Pools", testPools},
