@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
@@ -40,8 +41,38 @@ func presentedKey(r *http.Request) string {
 	return ""
 }
 
-// authenticate returns the caller of r, or UNAUTHORIZED / TOKEN_EXPIRED.
+// PublicRoutes returns the sign-in routes, served to anyone: they
+// authenticate with their own cookies.
+func (s *Server) PublicRoutes() []string { return append([]string(nil), s.public...) }
+
+// authenticate returns the caller of r, or UNAUTHORIZED / TOKEN_EXPIRED:
+// the key it presents (the OpenSandbox header or a bearer token), else a
+// browser's session cookie. A cookie-authenticated write (any method but
+// GET, HEAD and OPTIONS) must carry identityapi.CSRFHeader and, when the
+// browser names one, come from this origin: another site's page can
+// neither send that header nor read the answer.
 func (s *Server) authenticate(r *http.Request) (*identity.Principal, error) {
+	if key := presentedKey(r); key != "" {
+		return s.auth.Authenticate(r.Context(), key)
+	}
+	c, err := r.Cookie(identityapi.SessionCookie)
+	if err != nil {
+		return s.auth.Authenticate(r.Context(), "")
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if r.Header.Get(identityapi.CSRFHeader) == "" || !identityapi.SameOrigin(r) {
+			return nil, identity.Forbidden("a write signed in by cookie needs the %s header and this origin", identityapi.CSRFHeader)
+		}
+	}
+	return s.auth.AuthenticateWebSession(r.Context(), c.Value)
+}
+
+// authenticateKey returns the caller of r by the key it presents only
+// (the sandbox proxy: a browser reaches a box with an endpoint token, never
+// with its session cookie).
+func (s *Server) authenticateKey(r *http.Request) (*identity.Principal, error) {
 	return s.auth.Authenticate(r.Context(), presentedKey(r))
 }
 

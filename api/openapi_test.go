@@ -2,6 +2,7 @@ package api
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 // registers is a path of the OpenAPI document, with its method.
 func TestOpenAPIDocumentsPlatformRoutes(t *testing.T) {
 	var routes [][]string // {pattern, method, path}
-	for _, rt := range append(platformapi.New(platformapi.Config{}).Routes(), identityapi.New(nil, 0).Routes()...) {
+	ids := identityapi.New(identityapi.Config{})
+	for _, rt := range slices.Concat(platformapi.New(platformapi.Config{}).Routes(), ids.Routes(), ids.PublicRoutes()) {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
 		routes = append(routes, []string{rt.Pattern, method, path})
 	}

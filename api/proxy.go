@@ -210,7 +210,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 		return
 	}
 	if !s.tokenAuthorized(w, r, id, port, origin) {
-		p, err := s.authenticate(r)
+		p, err := s.authenticateKey(r)
 		if err != nil {
 			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs an API key or a valid endpoint token"))
 			return

@@ -77,6 +77,9 @@ type Config struct {
 	// Accounts manages users, keys and the audit log (default: over
 	// Store, telling Auth of changes).
 	Accounts *identity.Accounts
+	// Web offers browser sign-in through an OpenID Connect provider
+	// (nil: keys only); its FlowKey defaults to SigningKey.
+	Web *identityapi.Web
 	// Console serves the web console: GET / and everything under
 	// console.AssetPrefix (default: the embedded console).
 	Console http.Handler
@@ -86,12 +89,14 @@ type Config struct {
 type Server struct {
 	cfg  Config
 	auth *identity.Authenticator
-	// rules are the routes registered behind authentication (Rules).
-	rules []Rule
-	svc   *lifecycle.Service
-	cat   *platform.Catalog
-	log   *slog.Logger
-	mux   *http.ServeMux
+	// rules are the routes registered behind authentication (Rules);
+	// public the sign-in routes, which authenticate in their own way.
+	rules  []Rule
+	public []string
+	svc    *lifecycle.Service
+	cat    *platform.Catalog
+	log    *slog.Logger
+	mux    *http.ServeMux
 	// transport is the proxy's pooled connection to sandboxes.
 	transport *http.Transport
 	// draining is set when the server is shutting down: /readyz answers
@@ -123,6 +128,11 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Console == nil {
 		cfg.Console = console.Handler()
+	}
+	if cfg.Web != nil && len(cfg.Web.FlowKey) == 0 {
+		web := *cfg.Web
+		web.FlowKey = cfg.SigningKey
+		cfg.Web = &web
 	}
 	if cfg.Auth == nil {
 		cfg.Auth = identity.New(identity.Config{Records: cfg.Store, BootstrapKeyHash: cfg.APIKeyHash,
@@ -174,7 +184,12 @@ func (s *Server) routes() {
 		s.handle("DELETE "+prefix+"/volumes/{name}", identity.ScopeAdmin, s.deleteVolume)
 	}
 	s.egressRoutes()
-	s.handleRoutes(identityapi.New(s.cfg.Accounts, s.cfg.MaxBodyBytes).Routes())
+	ids := identityapi.New(identityapi.Config{Accounts: s.cfg.Accounts, Auth: s.auth, Web: s.cfg.Web, MaxBodyBytes: s.cfg.MaxBodyBytes})
+	s.handleRoutes(ids.Routes())
+	for _, rt := range ids.PublicRoutes() {
+		s.public = append(s.public, rt.Pattern)
+		s.mux.HandleFunc(rt.Pattern, rt.Handler)
+	}
 	if s.cat != nil && s.cfg.Sessions != nil {
 		s.platformRoutes()
 	}

@@ -60,6 +60,7 @@ type Authenticator struct {
 	mu      sync.Mutex
 	keys    map[string]cached[*store.APIKey]
 	users   map[string]cached[*store.User]
+	web     map[string]cached[*store.WebSession]
 	touched map[string]time.Time
 }
 
@@ -88,7 +89,7 @@ func New(cfg Config) *Authenticator {
 		cfg.Now = time.Now
 	}
 	return &Authenticator{cfg: cfg, keys: map[string]cached[*store.APIKey]{},
-		users: map[string]cached[*store.User]{}, touched: map[string]time.Time{}}
+		users: map[string]cached[*store.User]{}, web: map[string]cached[*store.WebSession]{}, touched: map[string]time.Time{}}
 }
 
 // EnsureBootstrapUser creates BootstrapUserID, a service administrator,

@@ -20,18 +20,30 @@ import (
 	"github.com/astrabox/astrabox/store"
 )
 
+// Config configures the routes.
+type Config struct {
+	Accounts *identity.Accounts
+	// Auth starts, reads and ends browser sessions.
+	Auth *identity.Authenticator
+	// Web configures browser sign-in (nil: keys only).
+	Web *Web
+	// MaxBodyBytes bounds JSON bodies (default 1 MiB).
+	MaxBodyBytes int64
+}
+
 // Handler serves the routes.
 type Handler struct {
+	cfg     Config
 	acc     *identity.Accounts
 	maxBody int64
 }
 
-// New returns the routes' handler over acc; maxBody bounds JSON bodies.
-func New(acc *identity.Accounts, maxBody int64) *Handler {
-	if maxBody <= 0 {
-		maxBody = 1 << 20
+// New returns the routes' handler.
+func New(cfg Config) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
 	}
-	return &Handler{acc: acc, maxBody: maxBody}
+	return &Handler{cfg: cfg, acc: cfg.Accounts, maxBody: cfg.MaxBodyBytes}
 }
 
 // Routes returns the routes with the scope each needs.

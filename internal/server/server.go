@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/lifecycle"
@@ -51,7 +52,12 @@ type Config struct {
 	// HTTP bounds connections and request reads (see HTTPLimits).
 	HTTP       HTTPLimits
 	SigningKey []byte
-	PublicHost string
+	// Web offers browser sign-in through an OpenID Connect provider (nil:
+	// API keys only).
+	Web *identityapi.Web
+	// MaxKeyLifetime, when positive, bounds the life of every API key made.
+	MaxKeyLifetime time.Duration
+	PublicHost     string
 	// EndpointDomain serves sandbox ports on origins of their own,
 	// {port}-{id}.{EndpointDomain} (api.Config.EndpointDomain); New refuses
 	// an invalid one.
@@ -160,7 +166,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Catalog: cat, Sessions: sessions, APIKeyHash: cfg.APIKeyHash,
+	auth := identity.New(identity.Config{Records: cfg.Store, BootstrapKeyHash: cfg.APIKeyHash, Insecure: cfg.Insecure,
+		Logger: cfg.Logger.With("component", "identity")})
+	accounts := identity.NewAccounts(identity.AccountsConfig{Store: cfg.Store, Auth: auth, MaxKeyLifetime: cfg.MaxKeyLifetime,
+		Logger: cfg.Logger.With("component", "identity")})
+	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Catalog: cat, Sessions: sessions, Auth: auth, Accounts: accounts, Web: cfg.Web,
 		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, EndpointDomain: cfg.EndpointDomain, Logger: cfg.Logger, Holder: cfg.Holder,
 		MetricsRequireKey: cfg.MetricsRequireKey, BodyReadTimeout: cfg.HTTP.withDefaults().BodyReadTimeout})
 	return &Server{Sandboxes: svc, Catalog: cat, Sessions: sessions, Runners: runners, Handler: handler, cfg: cfg}, nil
