@@ -65,6 +65,8 @@ type serveConfig struct {
 	// SessionLimits bound what one agent Session may cost the server
 	// (serve_sessions.go).
 	SessionLimits sessionLimitsConfig `json:"sessionLimits"`
+	// Auth configures sign-in and keys (serve_auth.go).
+	Auth authConfig `json:"auth"`
 }
 
 // replicasConfig is the "replicas" section of the config file.
@@ -123,6 +125,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if _, err := c.HTTP.limits(); err != nil {
+		return err
+	}
+	if err := c.Auth.validate(); err != nil {
 		return err
 	}
 	if err := c.Shipyard.validate(); err != nil {
@@ -395,6 +400,16 @@ func serverConfig(ctx context.Context, f serveFlags, cfg serveConfig, env Env, s
 	// Replicas share the master key file, and so the key that signs
 	// endpoint tokens: a token from one is valid at every other.
 	scfg.SigningKey = ring.Derive("proxy-signing")
+	if scfg.Web, err = cfg.Auth.web(cmp.Or(f.publicHost, f.listen), env); err != nil {
+		return server.Config{}, "", err
+	}
+	if scfg.Web != nil {
+		// The flow cookie of a sign-in started at one replica is read at
+		// the one the provider sends the browser back to.
+		scfg.Web.FlowKey = ring.Derive("sign-in-flow")
+		scfg.Web.Logger = log.With("component", "sign-in")
+	}
+	scfg.MaxKeyLifetime = time.Duration(cfg.Auth.MaxKeyLifetime) * time.Second
 	return scfg, plainKey, nil
 }
 

@@ -34,6 +34,13 @@ func TestDecodeConfigStrict(t *testing.T) {
 		{"negative reconcile interval", `{"replicas": {"reconcileInterval": -1}}`, "replicas.reconcileInterval", nil},
 		{"negative session lease", `{"replicas": {"sessionLease": -1}}`, "replicas.sessionLease", nil},
 		{"negative quota", `{"maxSandboxes": -1}`, "maxSandboxes", nil},
+		{"oidc", `{"auth": {"oidc": {"issuer": "https://idp.example", "clientId": "astrabox", "adminGroups": ["ops"], "defaultRole": "viewer"}, "maxKeyLifetime": 7776000}}`, "", nil},
+		{"oidc issuer not a URL", `{"auth": {"oidc": {"issuer": "idp.example", "clientId": "a"}}}`, "auth.oidc.issuer", nil},
+		{"oidc without client", `{"auth": {"oidc": {"issuer": "https://idp.example"}}}`, "auth.oidc.clientId", nil},
+		{"oidc redirect elsewhere", `{"auth": {"oidc": {"issuer": "https://idp.example", "clientId": "a", "redirectUrl": "https://evil.example/steal"}}}`, "auth.oidc.redirectUrl", nil},
+		{"oidc admin by default", `{"auth": {"oidc": {"issuer": "https://idp.example", "clientId": "a", "defaultRole": "admin"}}}`, "auth.oidc.defaultRole", nil},
+		{"unknown oidc key", `{"auth": {"oidc": {"issuer": "https://idp.example", "client": "a"}}}`, `unknown field "client"`, nil},
+		{"negative key lifetime", `{"auth": {"maxKeyLifetime": -1}}`, "auth.maxKeyLifetime", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
