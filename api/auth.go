@@ -47,13 +47,17 @@ func (s *Server) PublicRoutes() []string { return append([]string(nil), s.public
 
 // authenticate returns the caller of r, or UNAUTHORIZED / TOKEN_EXPIRED:
 // the key it presents (the OpenSandbox header or a bearer token), else a
-// browser's session cookie. A cookie-authenticated write (any method but
+// gateway's headers (Config.Gateway), else a browser's session cookie. A
+// cookie-authenticated write (any method but
 // GET, HEAD and OPTIONS) must carry identityapi.CSRFHeader and, when the
 // browser names one, come from this origin: another site's page can
 // neither send that header nor read the answer.
 func (s *Server) authenticate(r *http.Request) (*identity.Principal, error) {
 	if key := presentedKey(r); key != "" {
 		return s.auth.Authenticate(r.Context(), key)
+	}
+	if s.cfg.Gateway.Present(r) {
+		return s.cfg.Gateway.Authenticate(r, s.cfg.Accounts, s.auth)
 	}
 	c, err := r.Cookie(identityapi.SessionCookie)
 	if err != nil {

@@ -80,6 +80,9 @@ type Config struct {
 	// Web offers browser sign-in through an OpenID Connect provider
 	// (nil: keys only); its FlowKey defaults to SigningKey.
 	Web *identityapi.Web
+	// Gateway takes identity from an authenticating gateway's headers
+	// (nil: none).
+	Gateway *identityapi.Gateway
 	// Console serves the web console: GET / and everything under
 	// console.AssetPrefix (default: the embedded console).
 	Console http.Handler

@@ -409,6 +409,9 @@ func serverConfig(ctx context.Context, f serveFlags, cfg serveConfig, env Env, s
 		scfg.Web.FlowKey = ring.Derive("sign-in-flow")
 		scfg.Web.Logger = log.With("component", "sign-in")
 	}
+	if scfg.Gateway, err = cfg.Auth.gateway(env); err != nil {
+		return server.Config{}, "", err
+	}
 	scfg.MaxKeyLifetime = time.Duration(cfg.Auth.MaxKeyLifetime) * time.Second
 	return scfg, plainKey, nil
 }

@@ -26,6 +26,40 @@ type authConfig struct {
 	// MaxKeyLifetime bounds every API key made, in seconds (0: keys may
 	// live forever); a key asked for without an expiry gets it.
 	MaxKeyLifetime int `json:"maxKeyLifetime"`
+	// Gateway takes identity from an authenticating gateway's headers
+	// (omitted: none).
+	Gateway *gatewayConfig `json:"gateway"`
+}
+
+// gatewayConfig is "auth.gateway" (see identityapi.Gateway): the header
+// names, the shared secret (or ASTRABOX_GATEWAY_SECRET), and the groups'
+// roles.
+type gatewayConfig struct {
+	SecretHeader string   `json:"secretHeader"`
+	Secret       string   `json:"secret"`
+	UserHeader   string   `json:"userHeader"`
+	EmailHeader  string   `json:"emailHeader"`
+	NameHeader   string   `json:"nameHeader"`
+	GroupsHeader string   `json:"groupsHeader"`
+	Issuer       string   `json:"issuer"`
+	AdminGroups  []string `json:"adminGroups"`
+	DefaultRole  string   `json:"defaultRole"`
+}
+
+// gateway returns the section's gateway (nil without auth.gateway), or an
+// error when it has no secret.
+func (c authConfig) gateway(env func(string) string) (*identityapi.Gateway, error) {
+	g := c.Gateway
+	if g == nil {
+		return nil, nil
+	}
+	secret := cmp.Or(env("ASTRABOX_GATEWAY_SECRET"), g.Secret)
+	if len(secret) < 16 {
+		return nil, fmt.Errorf("auth.gateway needs a secret of at least 16 characters (auth.gateway.secret or ASTRABOX_GATEWAY_SECRET)")
+	}
+	return &identityapi.Gateway{SecretHeader: g.SecretHeader, Secret: secret, UserHeader: g.UserHeader,
+		EmailHeader: g.EmailHeader, NameHeader: g.NameHeader, GroupsHeader: g.GroupsHeader, Issuer: g.Issuer,
+		AdminGroups: g.AdminGroups, DefaultRole: identity.Role(cmp.Or(g.DefaultRole, "member"))}, nil
 }
 
 // oidcConfig is "auth.oidc": the provider, AstraBox's client there, and
@@ -57,6 +91,9 @@ type oidcConfig struct {
 func (c authConfig) validate() error {
 	if c.SessionTTL < 0 || c.MaxKeyLifetime < 0 {
 		return fmt.Errorf("auth.sessionTTL and auth.maxKeyLifetime must be positive seconds (or 0 for the default)")
+	}
+	if g := c.Gateway; g != nil && g.DefaultRole != "" && !slices.Contains([]string{"member", "viewer"}, g.DefaultRole) {
+		return fmt.Errorf("auth.gateway.defaultRole must be member or viewer, got %q", g.DefaultRole)
 	}
 	o := c.OIDC
 	if o == nil {

@@ -40,6 +40,8 @@ func TestDecodeConfigStrict(t *testing.T) {
 		{"oidc redirect elsewhere", `{"auth": {"oidc": {"issuer": "https://idp.example", "clientId": "a", "redirectUrl": "https://evil.example/steal"}}}`, "auth.oidc.redirectUrl", nil},
 		{"oidc admin by default", `{"auth": {"oidc": {"issuer": "https://idp.example", "clientId": "a", "defaultRole": "admin"}}}`, "auth.oidc.defaultRole", nil},
 		{"unknown oidc key", `{"auth": {"oidc": {"issuer": "https://idp.example", "client": "a"}}}`, `unknown field "client"`, nil},
+		{"gateway", `{"auth": {"gateway": {"secret": "0123456789abcdef", "groupsHeader": "X-Groups", "adminGroups": ["ops"]}}}`, "", nil},
+		{"gateway admin by default", `{"auth": {"gateway": {"defaultRole": "admin"}}}`, "auth.gateway.defaultRole", nil},
 		{"negative key lifetime", `{"auth": {"maxKeyLifetime": -1}}`, "auth.maxKeyLifetime", nil},
 	}
 	for _, tc := range tests {

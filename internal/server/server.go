@@ -55,6 +55,9 @@ type Config struct {
 	// Web offers browser sign-in through an OpenID Connect provider (nil:
 	// API keys only).
 	Web *identityapi.Web
+	// Gateway takes identity from an authenticating gateway's headers
+	// (nil: none).
+	Gateway *identityapi.Gateway
 	// MaxKeyLifetime, when positive, bounds the life of every API key made.
 	MaxKeyLifetime time.Duration
 	PublicHost     string
@@ -170,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 		Logger: cfg.Logger.With("component", "identity")})
 	accounts := identity.NewAccounts(identity.AccountsConfig{Store: cfg.Store, Auth: auth, MaxKeyLifetime: cfg.MaxKeyLifetime,
 		Logger: cfg.Logger.With("component", "identity")})
-	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Catalog: cat, Sessions: sessions, Auth: auth, Accounts: accounts, Web: cfg.Web,
+	handler := api.New(api.Config{Service: svc, Store: cfg.Store, Catalog: cat, Sessions: sessions, Auth: auth, Accounts: accounts, Web: cfg.Web, Gateway: cfg.Gateway,
 		Insecure: cfg.Insecure, SigningKey: cfg.SigningKey, PublicHost: cfg.PublicHost, EndpointDomain: cfg.EndpointDomain, Logger: cfg.Logger, Holder: cfg.Holder,
 		MetricsRequireKey: cfg.MetricsRequireKey, BodyReadTimeout: cfg.HTTP.withDefaults().BodyReadTimeout})
 	return &Server{Sandboxes: svc, Catalog: cat, Sessions: sessions, Runners: runners, Handler: handler, cfg: cfg}, nil
