@@ -31,9 +31,28 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 			return runBenchRemote(ctx, args[1:], stdio, env)
 		case "egress":
 			return runBenchEgress(ctx, args[1:], stdio)
+		case "auth":
+			return runBenchAuth(ctx, args[1:], stdio)
 		}
 	}
 	return runBenchSuite(ctx, args, stdio, env)
+}
+
+// runBenchAuth is `astrabox bench auth`: what authenticating a request
+// costs with per-user keys (cache hit and miss) and browser sessions,
+// beside the single API key of before.
+func runBenchAuth(ctx context.Context, args []string, stdio IO) error {
+	fs := flag.NewFlagSet("bench auth", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	n := fs.Int("n", 20000, "requests authenticated per scenario (a tenth of them for cache misses)")
+	pg := fs.String("postgres", "", "also measure cache misses on this PostgreSQL database (a DSN)")
+	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return runBenchmark(stdio, "", *jsonOut, func(_, scratch string) (bench.Report, error) {
+		return bench.RunAuth(ctx, bench.AuthConfig{N: max(*n, 100), Dir: scratch, PostgresDSN: *pg})
+	})
 }
 
 // runBenchPlatform is `astrabox bench platform`: the agent platform's
