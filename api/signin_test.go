@@ -3,12 +3,15 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +249,97 @@ func browserWith(u *url.URL, name, value string) *http.Client {
 func callAsCookie(t *testing.T, b *http.Client, u string) (int, map[string]any) {
 	t.Helper()
 	resp, err := b.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]any{}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestCLISignInThroughTheBrowser: `astrabox login --browser` asks the
+// server, through the person's browser, for a key of theirs, which the
+// browser hands to the CLI's loopback port in a form (never in a URL).
+func TestCLISignInThroughTheBrowser(t *testing.T) {
+	e := newSignInEnv(t)
+	b := browser()
+	state := "cli-state-0123456789"
+	start := e.url + "/api/v1/auth/cli?port=40111&state=" + state
+	// Not signed in: through the provider and back to the CLI page.
+	resp := e.idp.Login(t, b, start, "frank")
+	resp.Body.Close()
+	cb := get(t, b, resp.Header.Get("Location"), nil)
+	if cb.Header.Get("Location") != "/api/v1/auth/cli?port=40111&state="+state {
+		t.Fatalf("after sign-in the browser goes to %q", cb.Header.Get("Location"))
+	}
+	page := getBody(t, b, e.url+cb.Header.Get("Location"))
+	token := formValue(t, page, "token")
+	post := func(form url.Values, origin string) (int, string) {
+		req, _ := http.NewRequest("POST", e.url+"/api/v1/auth/cli", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	form := url.Values{"port": {"40111"}, "state": {state}, "token": {token}}
+	if st, _ := post(url.Values{"port": {"40111"}, "state": {state}, "token": {"forged"}}, e.url); st != 403 {
+		t.Errorf("a confirmation without this page's token: %d, want 403", st)
+	}
+	if st, _ := post(form, "https://evil.example"); st != 403 {
+		t.Errorf("a confirmation from another origin: %d, want 403", st)
+	}
+	st, handover := post(form, e.url)
+	if st != 200 || !strings.Contains(handover, `action="http://127.0.0.1:40111/callback"`) || formValue(t, handover, "state") != state {
+		t.Fatalf("hand-over: %d %s", st, handover)
+	}
+	key := formValue(t, handover, "key")
+	st, cur := callAsURL(t, e.url, key, "/api/v1/user/current")
+	if st != 200 || cur["user"].(map[string]any)["subject"] != "frank" {
+		t.Errorf("the CLI's key: %d %v", st, cur)
+	}
+	// Without a browser session a POST is refused; a GET is sent to sign in.
+	if r := do(t, browser(), "POST", start, nil); r.StatusCode != 401 {
+		t.Errorf("a confirmation without a session: %d, want 401", r.StatusCode)
+	}
+}
+
+func getBody(t *testing.T, c *http.Client, u string) string {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// formValue returns the value of the page's hidden input name.
+func formValue(t *testing.T, page, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="` + name + `" value="([^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no input %s in %s", name, page)
+	}
+	return html.UnescapeString(m[1])
+}
+
+func callAsURL(t *testing.T, base, key, path string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,9 @@ func NewAccounts(cfg AccountsConfig) *Accounts {
 	return &Accounts{cfg: cfg, st: cfg.Store}
 }
 
+// MaxKeyLifetime returns the bound on every new key's life (0: none).
+func (a *Accounts) MaxKeyLifetime() time.Duration { return a.cfg.MaxKeyLifetime }
+
 // ToUser returns the wire form of u.
 func ToUser(u *store.User) wire.User {
 	return wire.User{ID: u.ID, Kind: u.Kind, Issuer: u.Issuer, Subject: u.Subject, Email: u.Email,

@@ -67,6 +67,8 @@ func (h *Handler) PublicRoutes() []httpx.Route {
 		{Pattern: "GET /api/v1/auth/login", Handler: h.login},
 		{Pattern: "GET /api/v1/auth/callback", Handler: h.callback},
 		{Pattern: "POST /api/v1/auth/logout", Handler: h.logout},
+		{Pattern: "GET /api/v1/auth/cli", Handler: h.cliLogin},
+		{Pattern: "POST /api/v1/auth/cli", Handler: h.cliLogin},
 	}
 }
 
