@@ -13,6 +13,9 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/astrabox/astrabox/client"
+	"github.com/astrabox/astrabox/sandbox"
 )
 
 // Env looks up environment variables; Main reads the environment only
@@ -76,6 +79,16 @@ func commands() []command {
 			{"ls", "list Sessions"}, {"show", "show a Session (--messages: its conversation)"}, {"send", "send an input to a Session"},
 			{"follow", "follow a Session's log"}, {"rm", "delete a Session"}}},
 		{"chat", "chat with an Agent: astrabox chat AGENT [--session ID]", runChat, nil},
+		{"login", "store an API key for a server, once it accepts it (login [--server URL] [--key KEY])", runLogin, nil},
+		{"logout", "remove the stored key of a server (logout [--server URL | --all])", runLogout, nil},
+		{"whoami", "show who your key acts as: user, role, kind, scopes and key id", runWhoami, nil},
+		{"user", "manage users: list, add, change roles, disable and enable (administrators)", runUser, [][2]string{
+			{"ls", "list users"}, {"show", "show a user"}, {"add", "add a user: add [ID] --role ROLE [--kind service|human ...]"},
+			{"set-role", "change a user's role: set-role ID admin|member|viewer"}, {"disable", "disable users: their keys stop working"},
+			{"enable", "enable disabled users"}}},
+		{"key", "create, list and revoke API keys, your own or (--user ID) a user's", runKey, [][2]string{
+			{"create", "create a key and print it, once"}, {"ls", "list keys"}, {"revoke", "revoke keys"}}},
+		{"audit", "show the audit log, newest first (administrators; by --actor, --action, --target, --since)", runAudit, nil},
 		{"version", "print the version", func(_ context.Context, _ []string, io IO, _ Env) error {
 			_, err := fmt.Fprintln(io.Stdout, "astrabox", Version)
 			return err
@@ -124,8 +137,15 @@ func Main(ctx context.Context, args []string, stdio IO, env Env) int {
 // with what to do when no server answered.
 func errorText(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "astrabox: ")
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
 		msg += " (is the server running? start it with 'astrabox serve', or point ASTRABOX_URL at it)"
+	case errors.Is(err, errKeyRefused):
+		// login says what it did with the key it was given.
+	case client.CodeOf(err) == sandbox.CodeUnauthorized:
+		msg += " (log in with 'astrabox login', or give --api-key or set ASTRABOX_API_KEY)"
+	case client.CodeOf(err) == "TOKEN_EXPIRED":
+		msg += " (make a new key and log in with it: 'astrabox login')"
 	}
 	return msg
 }

@@ -22,24 +22,62 @@ import (
 // connFlags are the flags every client command takes.
 type connFlags struct {
 	server, key, dataDir string
+	env                  Env
 }
 
+// defaultServer is the server of a command given none.
+const defaultServer = "http://127.0.0.1:8080"
+
 func (c *connFlags) register(fs *flag.FlagSet, env Env) {
-	fs.StringVar(&c.server, "server", firstNonEmpty(env("ASTRABOX_URL"), "http://127.0.0.1:8080"), "AstraBox server URL ($ASTRABOX_URL)")
-	fs.StringVar(&c.key, "api-key", env("ASTRABOX_API_KEY"), "API key ($ASTRABOX_API_KEY; default: the local server's credentials file)")
+	c.env = env
+	fs.StringVar(&c.server, "server", env("ASTRABOX_URL"), "AstraBox server URL ($ASTRABOX_URL; default: the server of the last 'astrabox login' when no key is given, else "+defaultServer+")")
+	fs.StringVar(&c.key, "api-key", env("ASTRABOX_API_KEY"), "API key ($ASTRABOX_API_KEY; default: the key 'astrabox login' stored for the server, else the local server's credentials file)")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(env), "data dir of the local server, for its credentials file")
 }
 
-func (c *connFlags) client() (*client.Client, error) {
-	key := c.key
-	if key == "" {
-		b, err := os.ReadFile(filepath.Join(c.dataDir, "credentials"))
-		if err != nil {
-			return nil, fmt.Errorf("no API key: give --api-key or set ASTRABOX_API_KEY (no local credentials: %w)", err)
-		}
-		key = strings.TrimSpace(string(b))
+// resolve returns the server and the API key a command uses: --server,
+// else $ASTRABOX_URL, else the server of the last login, else the local
+// one; --api-key, else $ASTRABOX_API_KEY, else the key login stored for
+// that server, else the local server's credentials file. A key given
+// without a server goes to the local one, as before logins were stored,
+// never to the server of the last login.
+func (c *connFlags) resolve() (server, key string, err error) {
+	server, key = c.server, c.key
+	if server == "" && key != "" {
+		server = defaultServer
 	}
-	return client.New(c.server, key), nil
+	if server == "" || key == "" {
+		creds, path, err := loadCredentials(c.env)
+		if err != nil {
+			return "", "", err
+		}
+		if server == "" {
+			server = firstNonEmpty(creds.Current, defaultServer)
+		}
+		if key == "" {
+			if e, ok := creds.Servers[serverKey(server)]; ok && e.APIKey != "" {
+				return server, e.APIKey, nil
+			}
+			b, ferr := os.ReadFile(filepath.Join(c.dataDir, "credentials"))
+			if ferr != nil {
+				login := "run 'astrabox login --server " + server + "'"
+				if path == "" {
+					login = "set HOME to use 'astrabox login'"
+				}
+				return "", "", fmt.Errorf("no API key for %s: %s, give --api-key or set ASTRABOX_API_KEY (no local credentials: %w)", server, login, ferr)
+			}
+			key = strings.TrimSpace(string(b))
+		}
+	}
+	return server, key, nil
+}
+
+func (c *connFlags) client() (*client.Client, error) {
+	server, key, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(server, key), nil
 }
 
 func firstNonEmpty(vals ...string) string {
