@@ -150,22 +150,6 @@ func (st *Store) DeleteAgent(ctx context.Context, id string) error {
 // ListAgents returns up to limit records with ID > afterID ordered by ID
 // (limit <= 0: all).
 func (st *Store) ListAgents(ctx context.Context, afterID string, limit int) ([]*store.Agent, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents
+	return queryAll(ctx, st.r, "list agents", scanAgent, `SELECT `+agentColumns+` FROM agents
 		WHERE id > ? ORDER BY id LIMIT ?`, afterID, sqlLimit(int64(limit)))
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list agents: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
 }

@@ -97,24 +97,8 @@ func (st *Store) UpdateUser(ctx context.Context, u *store.User) error {
 // ListUsers returns up to limit records with ID > afterID ordered by ID
 // (limit <= 0: all).
 func (st *Store) ListUsers(ctx context.Context, afterID string, limit int) ([]*store.User, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+userColumns+` FROM users
+	return queryAll(ctx, st.r, "list users", scanUser, `SELECT `+userColumns+` FROM users
 		WHERE id > ? ORDER BY id LIMIT ?`, afterID, sqlLimit(int64(limit)))
-	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list users: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	return out, nil
 }
 
 // apiKeyColumns lists the columns scanAPIKey reads, in its order.
@@ -183,24 +167,8 @@ func (st *Store) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error
 
 // ListAPIKeys returns the user's keys ordered by ID.
 func (st *Store) ListAPIKeys(ctx context.Context, userID string) ([]*store.APIKey, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys
+	return queryAll(ctx, st.r, "list api keys", scanAPIKey, `SELECT `+apiKeyColumns+` FROM api_keys
 		WHERE user_id = ? ORDER BY id`, userID)
-	if err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	return out, nil
 }
 
 // RevokeAPIKey sets RevokedAt to at unless already set and returns the

@@ -113,23 +113,7 @@ func (st *Store) ListInputs(ctx context.Context, sessionID string, states ...str
 		q += " AND " + cond
 		args = append(args, stateArgs...)
 	}
-	rows, err := st.r.QueryContext(ctx, q+` ORDER BY seq`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list inputs: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Input
-	for rows.Next() {
-		in, err := scanInput(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list inputs: %w", err)
-		}
-		out = append(out, in)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list inputs: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, st.r, "list inputs", scanInput, q+` ORDER BY seq`, args...)
 }
 
 // SetInputState moves the input to state with errCode (and UpdatedAt to

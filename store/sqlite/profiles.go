@@ -73,23 +73,7 @@ func (st *Store) GetProfile(ctx context.Context, name string) (store.Profile, er
 
 // ListProfiles returns every profile ordered by name, byte-wise.
 func (st *Store) ListProfiles(ctx context.Context) ([]store.Profile, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+profileColumns+` FROM profiles ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Profile
-	for rows.Next() {
-		p, err := scanProfile(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list profiles: %w", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, st.r, "list profiles", scanProfile, `SELECT `+profileColumns+` FROM profiles ORDER BY name`)
 }
 
 // DeleteProfile removes a profile; ErrNotFound if absent.

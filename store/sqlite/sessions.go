@@ -166,23 +166,7 @@ func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*st
 		conds = append(conds, cond)
 		args = append(args, stateArgs...)
 	}
-	rows, err := st.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
+	return queryAll(ctx, st.r, "list sessions", scanSession, `SELECT `+sessionColumns+` FROM sessions
 		WHERE `+strings.Join(conds, " AND ")+` ORDER BY id LIMIT ?`,
 		append(args, sqlLimit(int64(f.Limit)))...)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return out, nil
 }

@@ -114,22 +114,6 @@ func (st *Store) DeleteVault(ctx context.Context, id string) error {
 // ListVaults returns up to limit records with ID > afterID ordered by ID
 // (limit <= 0: all).
 func (st *Store) ListVaults(ctx context.Context, afterID string, limit int) ([]*store.Vault, error) {
-	rows, err := st.r.QueryContext(ctx, `SELECT `+vaultColumns+` FROM vaults
+	return queryAll(ctx, st.r, "list vaults", scanVault, `SELECT `+vaultColumns+` FROM vaults
 		WHERE id > ? ORDER BY id LIMIT ?`, afterID, sqlLimit(int64(limit)))
-	if err != nil {
-		return nil, fmt.Errorf("list vaults: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Vault
-	for rows.Next() {
-		v, err := scanVault(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list vaults: %w", err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list vaults: %w", err)
-	}
-	return out, nil
 }
