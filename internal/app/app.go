@@ -27,6 +27,10 @@ type IO struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// OpenBrowser, when set, opens a URL in the user's browser for
+	// `astrabox login --browser` (tests play the browser with it); nil
+	// runs $ASTRABOX_BROWSER, else the system's opener.
+	OpenBrowser func(url string) error
 }
 
 // Version is set at build time with -ldflags "-X ...app.Version=...".
@@ -79,7 +83,7 @@ func commands() []command {
 			{"ls", "list Sessions"}, {"show", "show a Session (--messages: its conversation)"}, {"send", "send an input to a Session"},
 			{"follow", "follow a Session's log"}, {"rm", "delete a Session"}}},
 		{"chat", "chat with an Agent: astrabox chat AGENT [--session ID]", runChat, nil},
-		{"login", "store an API key for a server, once it accepts it (login [--server URL] [--key KEY])", runLogin, nil},
+		{"login", "store an API key for a server, once it accepts it (login [--server URL] [--key KEY | --browser])", runLogin, nil},
 		{"logout", "remove the stored key of a server (logout [--server URL | --all])", runLogout, nil},
 		{"whoami", "show who your key acts as: user, role, kind, scopes and key id", runWhoami, nil},
 		{"user", "manage users: list, add, change roles, disable and enable (administrators)", runUser, [][2]string{

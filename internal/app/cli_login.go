@@ -3,22 +3,33 @@ package app
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
+	"mime"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/astrabox/astrabox/client"
+	"github.com/astrabox/astrabox/identity"
 )
 
 // This file has `astrabox login` and `astrabox logout` and the file they
@@ -37,10 +48,8 @@ type credentials struct {
 	Servers map[string]credential `json:"servers"`
 }
 
-// credential is what login stored for one server. An API key is the one
-// way to sign in from the CLI today; signing in in a browser through the
-// server's OpenID Connect provider, when the server offers it, will store
-// what it obtains here beside it.
+// credential is what login stored for one server: an API key, pasted or
+// given, or made for the CLI when signing in through the browser.
 type credential struct {
 	APIKey string `json:"api_key,omitempty"`
 	// UserID and KeyID are who the key was when stored (for the user's
@@ -153,27 +162,46 @@ func loginServer(server string) (string, error) {
 	return serverKey(server), nil
 }
 
-// runLogin is `astrabox login [--server URL] [--key KEY]`: it checks the
-// key with the server (GET /api/v1/user/current) and stores it for that
-// server in the credentials file; the server becomes the one commands use
-// when given none.
+// runLogin is `astrabox login [--server URL] [--key KEY | --browser]`:
+// it checks the key, pasted, given or obtained through the browser
+// (browserKey), with the server (GET /api/v1/user/current) and stores it
+// for that server in the credentials file; the server becomes the one
+// commands use when given none.
 func runLogin(ctx context.Context, args []string, stdio IO, env Env) error {
+	const usage = "usage: astrabox login [--server URL] [--key KEY | --browser [--timeout 5m]]"
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: astrabox login [--server URL] [--key KEY]\n\n"+
+		fmt.Fprint(fs.Output(), usage+"\n\n"+
 			"Stores an API key for a server, checked with the server first, in your credentials file; commands use it\n"+
 			"when given no --api-key and no $ASTRABOX_API_KEY. With no --key the key is read from stdin (paste it;\n"+
-			"a terminal does not show it).\n\nflags:\n")
+			"a terminal does not show it).\n\n"+
+			"With --browser you sign in through your browser instead: the server sends you through its OpenID Connect\n"+
+			"provider (it needs that set up: docs/sign-in.md; without it the browser shows FORBIDDEN), makes a key of\n"+
+			"yours for this computer once you confirm, and your browser hands it to this command on a loopback port,\n"+
+			"so the browser must run on this computer. $ASTRABOX_BROWSER is the command that opens the address\n"+
+			"(default xdg-open, or open on macOS; none: only print it).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	server := fs.String("server", env("ASTRABOX_URL"), "the server ($ASTRABOX_URL; default: the server of the last login, else "+defaultServer+")")
 	key := fs.String("key", "", "the API key (default: read from stdin; on the command line, other users of this machine may see it)")
+	browser := fs.Bool("browser", false, "sign in through your browser and the server's OpenID Connect provider, rather than with a key")
+	timeout := fs.Duration("timeout", 5*time.Minute, "with --browser: how long to wait for the browser to sign in")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (usage: astrabox login [--server URL] [--key KEY])", fs.Args())
+		return fmt.Errorf("unexpected arguments %q (%s)", fs.Args(), usage)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case *browser && set["key"]:
+		return fmt.Errorf("--browser and --key exclude each other (%s)", usage)
+	case set["timeout"] && !*browser:
+		return fmt.Errorf("--timeout goes with --browser (%s)", usage)
+	case *browser && *timeout <= 0:
+		return errors.New("--timeout must be positive")
 	}
 	creds, path, err := loadCredentials(env)
 	if err != nil {
@@ -186,11 +214,14 @@ func runLogin(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err != nil {
 		return err
 	}
-	// An API key is the one credential the CLI signs in with; a browser
-	// sign-in through the server's OpenID Connect provider will be the
-	// other branch here, once servers offer it.
+	// The key: through the browser, given, or pasted.
 	k := strings.TrimSpace(*key)
-	if k == "" {
+	switch {
+	case *browser:
+		if k, err = browserKey(ctx, stdio, env, srv, *timeout); err != nil {
+			return err
+		}
+	case k == "":
 		if k, err = readKey(ctx, stdio, srv); err != nil {
 			return err
 		}
@@ -204,8 +235,15 @@ func runLogin(ctx context.Context, args []string, stdio IO, env Env) error {
 	if err := creds.save(path); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdio.Stdout, "Logged in to %s as %s (%s; scopes %s; %s).\nThe key is stored in %s.\n", visible(srv), visible(cu.User.ID),
+	who := cu.User.ID
+	if cu.User.Email != "" {
+		who += " <" + cu.User.Email + ">"
+	}
+	fmt.Fprintf(stdio.Stdout, "Logged in to %s as %s (%s; scopes %s; %s).\nThe key is stored in %s.\n", visible(srv), visible(who),
 		visible(cu.User.Role), visible(strings.Join(cu.Scopes, ", ")), keyName(cu.KeyID), path)
+	if *browser && cu.KeyID != "" {
+		fmt.Fprintf(stdio.Stdout, "It was made for this computer: 'astrabox key ls' shows it, 'astrabox key revoke %s' revokes it.\n", cu.KeyID)
+	}
 	if u, err := url.Parse(srv); err == nil && u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		fmt.Fprintf(stdio.Stderr, "note: %s is plain HTTP: the key crosses the network unencrypted with every request; prefer https://.\n", visible(srv))
 	}
@@ -350,3 +388,167 @@ func runLogout(_ context.Context, args []string, stdio IO, env Env) error {
 	_, err = fmt.Fprintf(out, "Logged out of %s: its key is forgotten here, not revoked%s.\n", visible(srv), revoke)
 	return err
 }
+
+// browserKey signs in through the browser: it listens on a loopback port,
+// has the browser open the server's GET /api/v1/auth/cli?port=P&state=S
+// (the server signs the person in through its OpenID Connect provider,
+// asks them to confirm and makes a key of theirs) and waits, at most
+// timeout, for the browser to hand the key over: a form, state and key,
+// POSTed to http://127.0.0.1:P/callback. The state, random, is what tells
+// this sign-in's hand-over from anything else that reaches the port.
+func browserKey(ctx context.Context, stdio IO, env Env, srv string, timeout time.Duration) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen on a loopback port for the browser: %w", err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	if port < 1024 {
+		return "", fmt.Errorf("the system gave loopback port %d, and the server takes 1024-65535", port)
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	cb := &callback{state: base64.RawURLEncoding.EncodeToString(b[:]), host: "127.0.0.1:" + strconv.Itoa(port),
+		got: make(chan string, 1), bad: make(chan error, 1)}
+	hs := &http.Server{Handler: cb, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = hs.Serve(l) }()
+	defer func() {
+		// The browser gets its page before the port closes.
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if hs.Shutdown(sctx) != nil {
+			_ = hs.Close()
+		}
+	}()
+
+	addr := srv + "/api/v1/auth/cli?" + url.Values{"port": {strconv.Itoa(port)}, "state": {cb.state}}.Encode()
+	open := stdio.OpenBrowser
+	if open == nil {
+		open = systemBrowser(env)
+	}
+	opened := make(chan error, 1)
+	if open == nil {
+		fmt.Fprintf(stdio.Stderr, "To sign in to %s, open this address in a browser on this computer:\n\n  %s\n\n", visible(srv), addr)
+	} else {
+		fmt.Fprintf(stdio.Stderr, "Signing in to %s in your browser. If it does not open, open this address in a browser on this computer:\n\n  %s\n\n",
+			visible(srv), addr)
+		go func() { opened <- open(addr) }()
+	}
+	fmt.Fprintf(stdio.Stderr, "Waiting for the browser (at most %s)...\n", timeout)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case k := <-cb.got:
+			return k, nil
+		case err := <-cb.bad:
+			return "", err
+		case err := <-opened:
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "note: could not open a browser (%s); open the address above yourself.\n", visible(err.Error()))
+			}
+		case <-timer.C:
+			return "", fmt.Errorf("no sign-in came back from the browser in %s; nothing was stored (browser sign-in needs the server's "+
+				"OpenID Connect setup, docs/sign-in.md: otherwise log in with a key)", timeout)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// systemBrowser returns what opens a URL in the user's browser:
+// $ASTRABOX_BROWSER (a command and its arguments, the URL added last),
+// else xdg-open, or open on macOS; nil when $ASTRABOX_BROWSER is "none".
+func systemBrowser(env Env) func(string) error {
+	cmd := strings.Fields(env("ASTRABOX_BROWSER"))
+	switch {
+	case len(cmd) == 1 && cmd[0] == "none":
+		return nil
+	case len(cmd) == 0 && runtime.GOOS == "darwin":
+		cmd = []string{"open"}
+	case len(cmd) == 0:
+		cmd = []string{"xdg-open"}
+	}
+	return func(u string) error {
+		// It may run as long as the browser does: its error, if any,
+		// arrives while login waits, or never. It gets no pipe of ours,
+		// which a browser it starts would outlive.
+		if err := exec.Command(cmd[0], append(cmd[1:], u)...).Run(); err != nil {
+			return fmt.Errorf("%s: %w", cmd[0], err)
+		}
+		return nil
+	}
+}
+
+// callback is the loopback port's handler: it takes one POST /callback,
+// a form with this sign-in's state and a key, and answers the browser
+// with a page that says it may close the tab (the key is not on it).
+type callback struct {
+	state, host string
+	taken       atomic.Bool
+	got         chan string // the key
+	bad         chan error  // a hand-over of this sign-in without a key
+}
+
+// maxCallbackForm bounds the hand-over's form.
+const maxCallbackForm = 16 << 10
+
+func (cb *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	if r.URL.Path != "/callback" {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "only POST", http.StatusMethodNotAllowed)
+		return
+	}
+	// The browser posts to 127.0.0.1:P itself; any other name for this
+	// port (a rebound DNS name) is another site's page.
+	if r.Host != cb.host {
+		http.Error(w, "not this address", http.StatusMisdirectedRequest)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+		http.Error(w, "a form only", http.StatusUnsupportedMediaType)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxCallbackForm)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "a malformed form", http.StatusBadRequest)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("state")), []byte(cb.state)) != 1 {
+		http.Error(w, "this is not the sign-in astrabox login is waiting for", http.StatusBadRequest)
+		return
+	}
+	if !cb.taken.CompareAndSwap(false, true) {
+		http.Error(w, "astrabox login already has its key", http.StatusConflict)
+		return
+	}
+	key := r.PostForm.Get("key")
+	if _, _, ok := identity.ParseKey(key); !ok {
+		http.Error(w, "the server handed over no API key", http.StatusBadRequest)
+		cb.bad <- errors.New("the server handed over something that is not an API key; nothing was stored")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	_, _ = io.WriteString(w, signedInPage)
+	cb.got <- key
+}
+
+// signedInPage is the browser's answer once the CLI has the key.
+const signedInPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>AstraBox: signed in</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:4rem auto;padding:0 1rem;color:#1d2330}</style></head><body>
+<h1>Signed in; you can close this tab</h1>
+<p>The <code>astrabox</code> command has its key and checks it with the server.</p>
+</body></html>
+`
