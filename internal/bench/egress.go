@@ -18,9 +18,8 @@ import (
 	"github.com/astrabox/astrabox/egress/trust"
 	execdclient "github.com/astrabox/astrabox/execd/client"
 	execdwire "github.com/astrabox/astrabox/execd/wire"
+	"github.com/astrabox/astrabox/internal/backends"
 	"github.com/astrabox/astrabox/internal/fakenet"
-	"github.com/astrabox/astrabox/provider/docker"
-	"github.com/astrabox/astrabox/provider/native"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -195,23 +194,29 @@ type closingProvider interface {
 // egressProvider makes backend with its state under cfg.Dir, serving
 // network limited with m; it returns the image and resources of its boxes.
 func egressProvider(cfg EgressConfig, backend string, m *egress.Manager) (closingProvider, string, sandbox.Resources, error) {
+	var (
+		section backends.Config
+		image   string
+		res     = sandbox.Resources{MemoryBytes: 1 << 30}
+	)
 	switch backend {
 	case "native":
-		p, err := native.New(native.Config{DataDir: filepath.Join(cfg.Dir, "native"), Binary: cfg.Binary,
-			CgroupParent: fmt.Sprintf("astrabox-bench-%d", os.Getpid()), Egress: m, Logger: discardLogger()})
-		if err != nil {
-			return nil, "", sandbox.Resources{}, fmt.Errorf("bench: native backend: %w", err)
-		}
-		return p, "host", sandbox.Resources{MemoryBytes: 1 << 30, DiskBytes: 512 << 20}, nil
+		section.Native.CgroupParent = fmt.Sprintf("astrabox-bench-%d", os.Getpid())
+		image, res.DiskBytes = "host", 512<<20
 	case "docker":
-		p, err := docker.New(docker.Config{DataDir: filepath.Join(cfg.Dir, "docker"), Binary: cfg.Binary, FromEnv: true,
-			Egress: m, Logger: discardLogger()})
-		if err != nil {
-			return nil, "", sandbox.Resources{}, fmt.Errorf("bench: docker backend: %w", err)
-		}
-		return p, cfg.DockerImage, sandbox.Resources{MemoryBytes: 1 << 30}, nil
+		image = cfg.DockerImage
+	default:
+		return nil, "", sandbox.Resources{}, fmt.Errorf("bench: egress: unknown backend %q", backend)
 	}
-	return nil, "", sandbox.Resources{}, fmt.Errorf("bench: egress: unknown backend %q", backend)
+	p, err := section.Open(backend, backends.Env{DataDir: cfg.Dir, Binary: cfg.Binary, Egress: m, Logger: discardLogger()})
+	if err != nil {
+		return nil, "", sandbox.Resources{}, fmt.Errorf("bench: %s backend: %w", backend, err)
+	}
+	cp, ok := p.(closingProvider)
+	if !ok {
+		return nil, "", sandbox.Resources{}, fmt.Errorf("bench: %s backend cannot be closed", backend)
+	}
+	return cp, image, res, nil
 }
 
 // egressBox is a box of one network mode with its execd client.
