@@ -20,6 +20,9 @@ func (s *Server) platformRoutes() {
 		Holder:       s.cfg.Holder,
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log,
+		// An open event stream re-authenticates its request about every
+		// second and ends when its caller's access does.
+		Reauthorize: s.authenticate,
 	})
 	s.handleRoutes(h.Routes())
 }

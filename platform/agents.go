@@ -28,8 +28,10 @@ func toAgent(a *store.Agent) wire.Agent {
 	if vaults == nil {
 		vaults = []string{}
 	}
+	acc := toAccess(a)
 	return wire.Agent{ID: a.ID, Name: a.Name, EngineKind: a.EngineKind, RuntimeProfile: a.RuntimeProfile, Model: a.Model,
-		Instructions: a.Instructions, PermissionMode: a.PermissionMode, Tools: tools, VaultIDs: vaults, Version: a.Version,
+		Instructions: a.Instructions, PermissionMode: a.PermissionMode, Tools: tools, VaultIDs: vaults, OwnerID: a.OwnerID,
+		Visibility: acc.Visibility, AllowedUserIDs: acc.AllowedUserIDs, Admins: acc.Admins, Version: a.Version,
 		CreatedAt: stamp(a.CreatedAt), UpdatedAt: stamp(a.UpdatedAt)}
 }
 
@@ -95,24 +97,35 @@ func (s *Catalog) validateAgent(ctx context.Context, req *wire.AgentRequest) err
 	return s.checkVaultIDs(ctx, req.VaultIDs)
 }
 
-// CreateAgent validates and stores a new Agent.
+// CreateAgent validates and stores a new Agent, private and owned by the
+// caller. Only an administrator may give it vaults (FORBIDDEN).
 func (s *Catalog) CreateAgent(ctx context.Context, req wire.AgentRequest) (wire.Agent, error) {
+	p := principal(ctx)
+	if err := needWrite(p, "creating an agent"); err != nil {
+		return wire.Agent{}, err
+	}
+	if err := checkVaultAssignment(p, nil, req.VaultIDs, true); err != nil {
+		return wire.Agent{}, err
+	}
 	if err := s.validateAgent(ctx, &req); err != nil {
 		return wire.Agent{}, err
 	}
 	now := s.stamp()
 	a := &store.Agent{ID: NewID("agt", now), Name: req.Name, EngineKind: req.EngineKind, RuntimeProfile: req.RuntimeProfile,
 		Model: req.Model, Instructions: req.Instructions, PermissionMode: req.PermissionMode, Tools: req.Tools, VaultIDs: req.VaultIDs,
-		CreatedAt: now, UpdatedAt: now}
+		Visibility: store.VisibilityPrivate, CreatedAt: now, UpdatedAt: now}
+	if p != nil {
+		a.OwnerID, a.OrgID = p.UserID, p.OrgID
+	}
 	if err := s.st.CreateAgent(ctx, a); err != nil {
 		return wire.Agent{}, fmt.Errorf("create agent: %w", err)
 	}
 	return toAgent(a), nil
 }
 
-// GetAgent returns an Agent or AGENT_NOT_FOUND.
+// GetAgent returns an Agent the caller may see, or AGENT_NOT_FOUND.
 func (s *Catalog) GetAgent(ctx context.Context, id string) (wire.Agent, error) {
-	a, err := s.agent(ctx, id)
+	a, err := s.visibleAgent(ctx, id)
 	if err != nil {
 		return wire.Agent{}, err
 	}
@@ -122,7 +135,7 @@ func (s *Catalog) GetAgent(ctx context.Context, id string) (wire.Agent, error) {
 func (s *Catalog) agent(ctx context.Context, id string) (*store.Agent, error) {
 	a, err := s.st.GetAgent(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+		return nil, agentNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get agent: %w", err)
@@ -130,16 +143,25 @@ func (s *Catalog) agent(ctx context.Context, id string) (*store.Agent, error) {
 	return a, nil
 }
 
-// UpdateAgent replaces an Agent's fields; with req.Version it updates only
-// that version (VERSION_CONFLICT otherwise).
+// UpdateAgent replaces an Agent's fields (its owner and access stay as
+// they are); with req.Version it updates only that version
+// (VERSION_CONFLICT otherwise). Its owner, one of its admins or an
+// administrator may; only an administrator may change its vaults.
 func (s *Catalog) UpdateAgent(ctx context.Context, id string, req wire.AgentRequest) (wire.Agent, error) {
-	if err := s.validateAgent(ctx, &req); err != nil {
-		return wire.Agent{}, err
-	}
+	validated := false
 	for {
-		a, err := s.agent(ctx, id)
+		a, err := s.manageableAgent(ctx, id, "updating")
 		if err != nil {
 			return wire.Agent{}, err
+		}
+		if err := checkVaultAssignment(principal(ctx), a.VaultIDs, req.VaultIDs, false); err != nil {
+			return wire.Agent{}, err
+		}
+		if !validated {
+			if err := s.validateAgent(ctx, &req); err != nil {
+				return wire.Agent{}, err
+			}
+			validated = true
 		}
 		if req.Version != nil && *req.Version != a.Version {
 			return wire.Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s is at version %d, not %d", id, a.Version, *req.Version)
@@ -155,7 +177,7 @@ func (s *Catalog) UpdateAgent(ctx context.Context, id string, req wire.AgentRequ
 			return wire.Agent{}, sandbox.Errorf(CodeVersionConflict, "agent %s changed meanwhile", id)
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return wire.Agent{}, sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+			return wire.Agent{}, agentNotFound(id)
 		}
 		if err != nil {
 			return wire.Agent{}, fmt.Errorf("update agent: %w", err)
@@ -164,12 +186,16 @@ func (s *Catalog) UpdateAgent(ctx context.Context, id string, req wire.AgentRequ
 	}
 }
 
-// DeleteAgent removes an Agent. Its Sessions stay readable; new inputs to
-// them fail with AGENT_NOT_FOUND.
+// DeleteAgent removes an Agent; its owner, one of its admins or an
+// administrator may. Its Sessions stay readable; new inputs to them fail
+// with AGENT_NOT_FOUND.
 func (s *Catalog) DeleteAgent(ctx context.Context, id string) error {
+	if _, err := s.manageableAgent(ctx, id, "deleting"); err != nil {
+		return err
+	}
 	err := s.st.DeleteAgent(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return sandbox.Errorf(CodeAgentNotFound, "agent %q not found", id)
+		return agentNotFound(id)
 	}
 	if err != nil {
 		return fmt.Errorf("delete agent: %w", err)
@@ -177,23 +203,42 @@ func (s *Catalog) DeleteAgent(ctx context.Context, id string) error {
 	return nil
 }
 
-// ListAgents pages Agents by id: up to limit after cursor, and the cursor
-// of the next page ("" at the end).
+// ListAgents pages the Agents the caller may see by id: up to limit after
+// cursor, and the cursor of the next page ("" at the end). The store keeps
+// no index of who sees what: the records are read in batches and filtered,
+// until a page is full or the records end.
 func (s *Catalog) ListAgents(ctx context.Context, cursor string, limit int) ([]wire.Agent, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
-	as, err := s.st.ListAgents(ctx, cursor, limit+1)
-	if err != nil {
-		return nil, "", fmt.Errorf("list agents: %w", err)
+	p := principal(ctx)
+	batch := limit + 1
+	if p != nil && !p.IsAdmin() {
+		batch = max(batch, 200)
+	}
+	var seen []*store.Agent
+	for after := cursor; len(seen) <= limit; {
+		as, err := s.st.ListAgents(ctx, after, batch)
+		if err != nil {
+			return nil, "", fmt.Errorf("list agents: %w", err)
+		}
+		for _, a := range as {
+			if canSeeAgent(p, a) {
+				seen = append(seen, a)
+			}
+		}
+		if len(as) < batch {
+			break
+		}
+		after = as[len(as)-1].ID
 	}
 	next := ""
-	if len(as) > limit {
-		as = as[:limit]
-		next = as[limit-1].ID
+	if len(seen) > limit {
+		seen = seen[:limit]
+		next = seen[limit-1].ID
 	}
-	out := make([]wire.Agent, len(as))
-	for i, a := range as {
+	out := make([]wire.Agent, len(seen))
+	for i, a := range seen {
 		out[i] = toAgent(a)
 	}
 	return out, next, nil

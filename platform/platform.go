@@ -7,6 +7,16 @@
 // lives in its durable log (store/streamlog); the program that answers
 // runs under platform/runner. The wire contract is PLATFORM.md as served in
 // the project's OpenAPI document.
+//
+// Both parts authorize: their methods act for the caller their ctx
+// carries (identity.PrincipalFrom) and show or change only what it may
+// (access.go). An administrator may do everything; a member sees and
+// manages its own Agents, uses those shared with it, and sees only its
+// own Sessions; a record it may not see answers as a missing one would
+// (AGENT_NOT_FOUND, SESSION_NOT_FOUND), one it sees but may not change
+// FORBIDDEN. A ctx without a principal is an internal caller (the runner,
+// the server's start-up work) with full access; the API always puts one
+// in.
 package platform
 
 import (

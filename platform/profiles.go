@@ -95,6 +95,9 @@ func (s *Catalog) ListRuntimeProfiles(ctx context.Context) ([]RuntimeProfile, er
 // (keeping the stored one when the request sends none) and stores p; a
 // non-zero p.Version updates only that version (VERSION_CONFLICT).
 func (s *Catalog) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (RuntimeProfile, error) {
+	if err := needAdmin(ctx, "changing a runtime profile"); err != nil {
+		return RuntimeProfile{}, err
+	}
 	for _, k := range p.EngineKinds {
 		if _, err := s.cfg.Engines.Get(k); err != nil {
 			return RuntimeProfile{}, sandbox.Errorf(CodeEngineNotInstalled, "engine kind %q is not installed", k)
@@ -144,6 +147,9 @@ func (s *Catalog) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (R
 
 // DeleteRuntimeProfile removes a stored profile.
 func (s *Catalog) DeleteRuntimeProfile(ctx context.Context, name string) error {
+	if err := needAdmin(ctx, "deleting a runtime profile"); err != nil {
+		return err
+	}
 	err := s.cfg.Sandboxes.DeleteProfile(ctx, name)
 	switch {
 	case errors.Is(err, lifecycle.ErrProfileNotFound):

@@ -33,18 +33,26 @@ type replyIndex interface {
 // (PLATFORM.md's after_seq rule, as ResumePoint states it): the reply n
 // falls inside, finished or not, else the first reply that opens after
 // n. Found is false when there is none; After is then max(n, head). It
-// reads at most three entries and the head, however long the log. A
+// reads at most three entries and the head, however long the log
+// (SESSION_NOT_FOUND unless the caller may see the Session). A
 // reply's span is its opening frame (data-turn-accepted) to its finish
 // frame; replies follow one another, so the reply n falls inside is the
 // last one opened at or before n, unless it finished at or before n.
 func (s *Sessions) ResumeReply(ctx context.Context, sessionID string, n int64) (ReplyStart, error) {
+	if err := s.CheckSession(ctx, sessionID); err != nil {
+		return ReplyStart{}, err
+	}
 	return resumeReply(ctx, s.st, sessionID, n)
 }
 
 // ActiveReply selects the reply a stream with follow=session and no
 // after_seq serves: the reply in progress (the last opened, unfinished),
-// else none, and the stream serves the next one to open after the head.
+// else none, and the stream serves the next one to open after the head
+// (SESSION_NOT_FOUND unless the caller may see the Session).
 func (s *Sessions) ActiveReply(ctx context.Context, sessionID string) (ReplyStart, error) {
+	if err := s.CheckSession(ctx, sessionID); err != nil {
+		return ReplyStart{}, err
+	}
 	return activeReply(ctx, s.st, sessionID)
 }
 

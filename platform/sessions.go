@@ -39,18 +39,6 @@ func nullable(s string) *string {
 	return &s
 }
 
-// session returns the record or SESSION_NOT_FOUND.
-func (s *Sessions) session(ctx context.Context, id string) (*store.Session, error) {
-	rec, err := s.st.GetSession(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, sandbox.Errorf(CodeSessionNotFound, "session %q not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get session: %w", err)
-	}
-	return rec, nil
-}
-
 // toSession builds the wire form, with the log head, pending inputs and
 // lease read now. A pending interaction the record holds but that does
 // not decode (never written so) shows as none, as Respond treats it.
@@ -91,15 +79,20 @@ func (s *Sessions) toSession(ctx context.Context, rec *store.Session) (wire.Sess
 	}
 	return wire.Session{ID: rec.ID, AgentID: rec.AgentID, EngineKind: rec.EngineKind, State: wire.SessionState(rec.State), Title: rec.Title,
 		CurrentTurnID: nullable(rec.CurrentTurnID), LastSeq: head, PendingInteraction: pi, PendingInputs: pending,
-		SandboxID: nullable(rec.SandboxID), Runtime: rt, CreatedAt: stamp(rec.CreatedAt), UpdatedAt: stamp(rec.UpdatedAt)}, nil
+		SandboxID: nullable(rec.SandboxID), Runtime: rt, OwnerID: rec.OwnerID, CreatedAt: stamp(rec.CreatedAt), UpdatedAt: stamp(rec.UpdatedAt)}, nil
 }
 
-// CreateSession opens a conversation with an Agent. Its runtime starts
-// building at once, so that it is ready, or nearly, when the first input
-// comes.
+// CreateSession opens a conversation with an Agent the caller may see
+// (AGENT_NOT_FOUND otherwise); the Session, and its sandbox, are the
+// caller's. Its runtime starts building at once, so that it is ready, or
+// nearly, when the first input comes.
 func (s *Sessions) CreateSession(ctx context.Context, agentID, title string) (wire.Session, error) {
-	a, err := s.cat.agent(ctx, agentID)
+	a, err := s.cat.visibleAgent(ctx, agentID)
 	if err != nil {
+		return wire.Session{}, err
+	}
+	p := principal(ctx)
+	if err := needWrite(p, fmt.Sprintf("opening a conversation with agent %s", agentID)); err != nil {
 		return wire.Session{}, err
 	}
 	if len(title) > 500 || !utf8.ValidString(title) {
@@ -108,6 +101,9 @@ func (s *Sessions) CreateSession(ctx context.Context, agentID, title string) (wi
 	now := s.stamp()
 	rec := &store.Session{ID: NewID("ses", now), AgentID: a.ID, EngineKind: a.EngineKind, State: StateCreating,
 		Title: strings.TrimSpace(title), CreatedAt: now, UpdatedAt: now, LastActiveAt: now}
+	if p != nil {
+		rec.OwnerID, rec.OrgID = p.UserID, p.OrgID
+	}
 	if err := s.st.CreateSession(ctx, rec); err != nil {
 		return wire.Session{}, fmt.Errorf("create session: %w", err)
 	}
@@ -115,21 +111,30 @@ func (s *Sessions) CreateSession(ctx context.Context, agentID, title string) (wi
 	return s.toSession(ctx, rec)
 }
 
-// GetSession returns a Session.
+// GetSession returns a Session of the caller (any, for an
+// administrator), or SESSION_NOT_FOUND.
 func (s *Sessions) GetSession(ctx context.Context, id string) (wire.Session, error) {
-	rec, err := s.session(ctx, id)
+	rec, err := s.visibleSession(ctx, id)
 	if err != nil {
 		return wire.Session{}, err
 	}
 	return s.toSession(ctx, rec)
 }
 
-// ListSessions pages Sessions (of one Agent when agentID is set).
+// ListSessions pages the caller's Sessions (everyone's, for an
+// administrator), of one Agent when agentID is set.
 func (s *Sessions) ListSessions(ctx context.Context, agentID, cursor string, limit int) ([]wire.Session, string, error) {
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
-	recs, err := s.st.ListSessions(ctx, store.SessionFilter{AgentID: agentID, AfterID: cursor, Limit: limit + 1})
+	f := store.SessionFilter{AgentID: agentID, AfterID: cursor, Limit: limit + 1}
+	if p := principal(ctx); p != nil && !p.IsAdmin() {
+		if p.UserID == "" {
+			return []wire.Session{}, "", nil
+		}
+		f.OwnerID = p.UserID
+	}
+	recs, err := s.st.ListSessions(ctx, f)
 	if err != nil {
 		return nil, "", fmt.Errorf("list sessions: %w", err)
 	}
@@ -162,8 +167,11 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 	if len(clientMessageID) > 200 {
 		return wire.Receipt{}, false, invalid("client_message_id exceeds 200 bytes")
 	}
-	rec, err := s.session(ctx, sessionID)
+	rec, err := s.actableSession(ctx, sessionID, "sending an input to")
 	if err != nil {
+		return wire.Receipt{}, false, err
+	}
+	if err := s.checkAgentStillVisible(ctx, rec); err != nil {
 		return wire.Receipt{}, false, err
 	}
 	if rec.State == StateDeleted {
@@ -175,7 +183,7 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 	payload, _ := json.Marshal(map[string]any{"content": content, "client_message_id": clientMessageID})
 	got, existed, err := s.st.AcceptInput(ctx, in, store.LogEntry{Type: "input.accepted", TurnID: in.TurnID, InputID: in.ID, Payload: payload, At: now})
 	if errors.Is(err, store.ErrNotFound) {
-		return wire.Receipt{}, false, sandbox.Errorf(CodeSessionNotFound, "session %q not found", sessionID)
+		return wire.Receipt{}, false, sessionNotFound(sessionID)
 	}
 	if err != nil {
 		return wire.Receipt{}, false, fmt.Errorf("accept input: %w", err)
@@ -194,7 +202,7 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 // Interrupt asks the Session to stop the reply in progress; it reports
 // whether there was one.
 func (s *Sessions) Interrupt(ctx context.Context, sessionID string) (bool, error) {
-	if _, err := s.session(ctx, sessionID); err != nil {
+	if _, err := s.actableSession(ctx, sessionID, "interrupting"); err != nil {
 		return false, err
 	}
 	return s.rt.Interrupt(ctx, sessionID)
@@ -202,7 +210,7 @@ func (s *Sessions) Interrupt(ctx context.Context, sessionID string) (bool, error
 
 // Respond answers the Session's pending interaction.
 func (s *Sessions) Respond(ctx context.Context, sessionID string, a engine.Answer) error {
-	rec, err := s.session(ctx, sessionID)
+	rec, err := s.actableSession(ctx, sessionID, "answering an interaction of")
 	if err != nil {
 		return err
 	}
@@ -222,7 +230,7 @@ func (s *Sessions) Respond(ctx context.Context, sessionID string, a engine.Answe
 // DeleteSession releases the Session's sandbox and deletes the Session
 // with its log.
 func (s *Sessions) DeleteSession(ctx context.Context, sessionID string) error {
-	if _, err := s.session(ctx, sessionID); err != nil {
+	if _, err := s.actableSession(ctx, sessionID, "deleting"); err != nil {
 		return err
 	}
 	if err := s.rt.Release(ctx, sessionID); err != nil {
@@ -232,5 +240,28 @@ func (s *Sessions) DeleteSession(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	s.cfg.Log.Notifier.Notify(sessionID)
+	return nil
+}
+
+// checkAgentStillVisible refuses an input to a Session whose Agent its
+// caller may no longer see (unshared since the Session was opened) with
+// AGENT_NOT_FOUND, as a deleted Agent's Session fails its inputs: a
+// Session keeps no right to use an Agent. An administrator passes; a
+// missing Agent is left to the runner, which fails the input.
+func (s *Sessions) checkAgentStillVisible(ctx context.Context, rec *store.Session) error {
+	p := principal(ctx)
+	if p == nil || p.IsAdmin() {
+		return nil
+	}
+	a, err := s.cat.st.GetAgent(ctx, rec.AgentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get agent: %w", err)
+	}
+	if !canSeeAgent(p, a) {
+		return agentNotFound(rec.AgentID)
+	}
 	return nil
 }

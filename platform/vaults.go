@@ -128,6 +128,9 @@ func validVaultFields(req *wire.VaultRequest) error {
 
 // CreateVault validates req, seals its secrets and stores a new vault.
 func (s *Catalog) CreateVault(ctx context.Context, req wire.VaultRequest) (wire.Vault, error) {
+	if err := needAdmin(ctx, "creating a vault"); err != nil {
+		return wire.Vault{}, err
+	}
 	if err := validVaultFields(&req); err != nil {
 		return wire.Vault{}, err
 	}
@@ -157,6 +160,9 @@ func (s *Catalog) CreateVault(ctx context.Context, req wire.VaultRequest) (wire.
 
 // GetVault returns a vault (VAULT_NOT_FOUND if none).
 func (s *Catalog) GetVault(ctx context.Context, id string) (wire.Vault, error) {
+	if err := needAdmin(ctx, "reading a vault"); err != nil {
+		return wire.Vault{}, err
+	}
 	v, err := s.vault(ctx, id)
 	if err != nil {
 		return wire.Vault{}, err
@@ -177,6 +183,9 @@ func (s *Catalog) vault(ctx context.Context, id string) (*store.Vault, error) {
 
 // ListVaults pages vaults by id, as ListAgents pages Agents.
 func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]wire.Vault, string, error) {
+	if err := needAdmin(ctx, "listing vaults"); err != nil {
+		return nil, "", err
+	}
 	if limit <= 0 || limit > 200 {
 		limit = 50
 	}
@@ -200,6 +209,9 @@ func (s *Catalog) ListVaults(ctx context.Context, cursor string, limit int) ([]w
 // written one by one with PutSecret); with req.Version only that version
 // (VERSION_CONFLICT otherwise).
 func (s *Catalog) UpdateVault(ctx context.Context, id string, req wire.VaultRequest) (wire.Vault, error) {
+	if err := needAdmin(ctx, "changing a vault"); err != nil {
+		return wire.Vault{}, err
+	}
 	if err := validVaultFields(&req); err != nil {
 		return wire.Vault{}, err
 	}
@@ -216,6 +228,9 @@ func (s *Catalog) UpdateVault(ctx context.Context, id string, req wire.VaultRequ
 // always sent: a destination never changes without it) and reports
 // whether it created it.
 func (s *Catalog) PutSecret(ctx context.Context, id, name string, req wire.SecretRequest) (wire.Vault, bool, error) {
+	if err := needAdmin(ctx, "changing a vault's secrets"); err != nil {
+		return wire.Vault{}, false, err
+	}
 	if req.Name != "" && req.Name != name {
 		return wire.Vault{}, false, invalid("secret name %q in the body differs from %q in the path", req.Name, name)
 	}
@@ -240,6 +255,9 @@ func (s *Catalog) PutSecret(ctx context.Context, id, name string, req wire.Secre
 // DeleteSecret removes secret name of vault id (VAULT_SECRET_NOT_FOUND if
 // it has none).
 func (s *Catalog) DeleteSecret(ctx context.Context, id, name string) error {
+	if err := needAdmin(ctx, "changing a vault's secrets"); err != nil {
+		return err
+	}
 	_, err := s.changeVault(ctx, id, nil, func(v *store.Vault) (bool, error) {
 		i, found := findSecret(v.Secrets, name)
 		if !found {
@@ -286,6 +304,9 @@ func (s *Catalog) changeVault(ctx context.Context, id string, version *int64, ch
 // DeleteVault removes a vault no Agent names (VAULT_IN_USE naming them
 // otherwise: an Agent's credentials never vanish silently).
 func (s *Catalog) DeleteVault(ctx context.Context, id string) error {
+	if err := needAdmin(ctx, "deleting a vault"); err != nil {
+		return err
+	}
 	if _, err := s.vault(ctx, id); err != nil {
 		return err
 	}

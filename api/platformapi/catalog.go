@@ -7,6 +7,7 @@ import (
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -150,4 +151,30 @@ func (h *Handler) deleteAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// getAgentAccess answers who may see, use and manage an Agent the caller
+// may see.
+func (h *Handler) getAgentAccess(w http.ResponseWriter, r *http.Request) {
+	acc, err := h.cat.AgentAccess(r.Context(), r.PathValue("id"))
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, acc)
+}
+
+// putAgentAccess replaces an Agent's visibility, allowed users and admins.
+func (h *Handler) putAgentAccess(w http.ResponseWriter, r *http.Request) {
+	var req wire.AgentAccess
+	if err := h.decode(w, r, &req); err != nil {
+		httpx.WriteError(w, asPlatformInvalid(err))
+		return
+	}
+	acc, err := h.cat.SetAgentAccess(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, acc)
 }

@@ -5,7 +5,11 @@
 //
 // It neither authenticates nor authorizes: Routes hands the routes, as
 // data, to the server (package api), which registers each behind its own
-// authentication. Errors are answered by httpx.WriteError ({code,
+// authentication and the scope the route needs, and puts the caller in
+// the request's context; package platform decides, from that caller, what
+// it may see and change (see its documentation). An event stream re-checks
+// its caller about every second while it lasts (Config.Reauthorize) and
+// ends once the caller may no longer read the Session. Errors are answered by httpx.WriteError ({code,
 // message}, the status of the sandbox error-code registry); a request
 // body the sandbox layer would call INVALID_REQUEST_BODY is the
 // platform's INVALID_REQUEST here. An interrupt or an answer to a Session
@@ -20,9 +24,11 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/idempotency"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -56,6 +62,16 @@ type Config struct {
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
+	// Reauthorize authenticates a request again, as the server did before
+	// calling the handler, and returns its caller now. An open event
+	// stream (ai-stream, events) calls it every ReauthorizeEvery and ends
+	// once it fails (a revoked or expired key, a disabled user), the
+	// caller lacks the read scope, or the caller may no longer see the
+	// Session. Nil: streams are checked when they open only.
+	Reauthorize func(r *http.Request) (*identity.Principal, error)
+	// ReauthorizeEvery is how often a stream calls Reauthorize (default
+	// a second).
+	ReauthorizeEvery time.Duration
 }
 
 // Handler serves the routes (Routes); its methods are safe for
@@ -75,6 +91,9 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ReauthorizeEvery <= 0 {
+		cfg.ReauthorizeEvery = time.Second
+	}
 	return &Handler{cfg: cfg, cat: cfg.Catalog, sess: cfg.Sessions, log: cfg.Logger}
 }
 
@@ -87,7 +106,9 @@ const (
 
 // Routes returns the /api/v1 routes, each pattern once, with the scope
 // each needs: reading needs read, changing write, and RuntimeProfiles'
-// changes, their model check and every vault route admin.
+// changes, their model check and every vault route admin. What a caller
+// may do beyond its scopes (whose Agents and Sessions) package platform
+// decides.
 func (h *Handler) Routes() []httpx.Route {
 	return []httpx.Route{
 		{Pattern: "GET /api/v1/engines", Need: read, Handler: h.listEngines},
@@ -101,6 +122,8 @@ func (h *Handler) Routes() []httpx.Route {
 		{Pattern: "GET /api/v1/agents/{id}", Need: read, Handler: h.getAgent},
 		{Pattern: "PUT /api/v1/agents/{id}", Need: write, Handler: h.updateAgent},
 		{Pattern: "DELETE /api/v1/agents/{id}", Need: write, Handler: h.deleteAgent},
+		{Pattern: "GET /api/v1/agents/{id}/access", Need: read, Handler: h.getAgentAccess},
+		{Pattern: "PUT /api/v1/agents/{id}/access", Need: write, Handler: h.putAgentAccess},
 		{Pattern: "POST /api/v1/agents/{id}/conversations", Need: write, Handler: h.createConversation},
 		{Pattern: "GET /api/v1/vaults", Need: admin, Handler: h.listVaults},
 		{Pattern: "POST /api/v1/vaults", Need: admin, Handler: h.createVault},

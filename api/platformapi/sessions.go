@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/sandbox"
@@ -31,7 +32,13 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	agentID := r.PathValue("id")
-	h.idempotent(w, r, "conversation:"+agentID, body, http.StatusOK, func() (int, any, error) {
+	// A key is the caller's own: another user's same key opens its own
+	// Session rather than replaying the first caller's answer.
+	caller := ""
+	if p := identity.PrincipalFrom(r.Context()); p != nil {
+		caller = p.UserID
+	}
+	h.idempotent(w, r, "conversation:"+caller+":"+agentID, body, http.StatusOK, func() (int, any, error) {
 		sess, err := h.sess.CreateSession(r.Context(), agentID, req.Title)
 		if err != nil {
 			return 0, nil, err
@@ -96,6 +103,10 @@ func (h *Handler) sendInput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) interruptSession(w http.ResponseWriter, r *http.Request) {
+	if err := h.sess.CheckSession(r.Context(), r.PathValue("id")); err != nil {
+		httpx.WriteError(w, err) // nothing is forwarded for a Session the caller may not see
+		return
+	}
 	if h.forwardToHolder(w, r, r.PathValue("id")) {
 		return
 	}
@@ -122,6 +133,10 @@ type respondRequest struct {
 }
 
 func (h *Handler) respondInteraction(w http.ResponseWriter, r *http.Request) {
+	if err := h.sess.CheckSession(r.Context(), r.PathValue("id")); err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
 	if h.forwardToHolder(w, r, r.PathValue("id")) {
 		return
 	}
@@ -155,7 +170,7 @@ func (h *Handler) respondInteraction(w http.ResponseWriter, r *http.Request) {
 // is split between pages, its message on each (the same id).
 func (h *Handler) sessionMessages(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := h.sess.GetSession(r.Context(), id); err != nil {
+	if err := h.sess.CheckSession(r.Context(), id); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}

@@ -3,11 +3,13 @@ package platformapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/internal/sse"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/wire"
@@ -66,14 +68,89 @@ func keepalive(ctx context.Context, sw *sse.Writer) {
 	}
 }
 
+// errAccessEnded is the cause of a stream's end when its caller may no
+// longer read the Session.
+var errAccessEnded = errors.New("the caller's access to the session ended")
+
+// maxReauthFailures is how many checks in a row a stream survives that
+// fail for another reason than the caller's access (a store that does not
+// answer): the stream then ends, as it does at once when access ends.
+const maxReauthFailures = 5
+
+// watchAccess returns a context of r that ends, with cause errAccessEnded,
+// once the caller of r may no longer read Session id: every
+// Config.ReauthorizeEvery the request is authenticated again
+// (Config.Reauthorize) and the Session checked for that caller. stop ends
+// the watching; a handler calls it before it returns.
+func (h *Handler) watchAccess(r *http.Request, id string) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	if h.cfg.Reauthorize == nil {
+		return ctx, func() { cancel(nil) }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(h.cfg.ReauthorizeEvery)
+		defer t.Stop()
+		failures := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := h.reauthorize(r, id)
+			if err == nil {
+				failures = 0
+				continue
+			}
+			if failures++; !accessEnded(err) && failures < maxReauthFailures {
+				h.log.Warn("re-check a stream's caller", "session_id", id, "err", err)
+				continue
+			}
+			h.log.Debug("a stream's caller lost access", "session_id", id, "err", err)
+			cancel(errAccessEnded)
+			return
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		<-done
+	}
+}
+
+// reauthorize checks that the caller of r may still read Session id.
+func (h *Handler) reauthorize(r *http.Request, id string) error {
+	p, err := h.cfg.Reauthorize(r)
+	if err != nil {
+		return err
+	}
+	if !p.Can(identity.ScopeRead) {
+		return identity.Forbidden("reading session %s needs the %s permission", id, identity.ScopeRead)
+	}
+	return h.sess.CheckSession(identity.WithPrincipal(r.Context(), p), id)
+}
+
+// accessEnded reports whether a check failed on the caller's access (not
+// on, say, a store that did not answer).
+func accessEnded(err error) bool {
+	switch sandbox.CodeOf(err) {
+	case sandbox.CodeUnauthorized, identity.CodeTokenExpired, identity.CodeForbidden, platform.CodeSessionNotFound:
+		return true
+	}
+	return false
+}
+
 // aiStream serves one reply in the AI SDK UI message stream protocol
 // (PLATFORM.md): with after_seq, the reply that seq falls inside or else
 // the next one (204 when there is none and follow is not asked); with
 // follow=session and no after_seq, the reply in progress or the next one.
+// It ends with an error chunk once its caller may no longer read the
+// Session (watchAccess).
 func (h *Handler) aiStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := h.sess.GetSession(ctx, id); err != nil {
+	if err := h.sess.CheckSession(ctx, id); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
@@ -104,6 +181,8 @@ func (h *Handler) aiStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-vercel-ai-ui-message-stream", "v1")
 	sw := sse.NewWriter(w)
 	sw.Flush()
+	ctx, stopWatch := h.watchAccess(r, id)
+	defer stopWatch()
 	defer startKeepalive(ctx, sw)()
 	turn := reply.TurnID
 	err = h.sess.Follow(ctx, id, from, func(e store.LogEntry) (bool, error) {
@@ -131,6 +210,10 @@ func (h *Handler) aiStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return false, sw.EventJSON("", "", []byte("[DONE]"))
 	})
+	if errors.Is(context.Cause(ctx), errAccessEnded) {
+		_ = sw.Event("", "", map[string]string{"type": string(wire.ChunkError), "errorText": "access to the session ended"})
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		h.log.Debug("ai stream ended", "session_id", id, "err", err)
 	}
@@ -148,12 +231,13 @@ type logEvent struct {
 }
 
 // sessionEvents (addition) streams the raw durable log as SSE after
-// after_seq, following live until the client leaves (or, with
-// follow=false, until the end of what is recorded).
+// after_seq, following live until the client leaves or may no longer read
+// the Session (watchAccess), or, with follow=false, until the end of what
+// is recorded.
 func (h *Handler) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := h.sess.GetSession(ctx, id); err != nil {
+	if err := h.sess.CheckSession(ctx, id); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
@@ -180,6 +264,8 @@ func (h *Handler) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	ctx, stopWatch := h.watchAccess(r, id)
+	defer stopWatch()
 	defer startKeepalive(ctx, sw)()
 	_ = h.sess.Follow(ctx, id, n, func(e store.LogEntry) (bool, error) {
 		if err := send(e); err != nil {

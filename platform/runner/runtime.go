@@ -108,8 +108,11 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		return err
 	}
 	noIdle := time.Duration(0)
+	// The box is the Session's owner's, as the Session is: it shows in
+	// their sandbox list and its routes answer them.
 	req := lifecycle.CreateRequest{Profile: prof.Name, IdleTimeout: &noIdle,
-		Metadata: map[string]string{"astrabox.session": sess.ID, "astrabox.agent": a.ID}}
+		Metadata: map[string]string{"astrabox.session": sess.ID, "astrabox.agent": a.ID},
+		Owner:    lifecycle.Owner{UserID: sess.OwnerID, OrgID: sess.OrgID}}
 	var deliv *delivery
 	if len(a.VaultIDs) > 0 {
 		req.Backend = prof.Backend

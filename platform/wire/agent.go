@@ -56,10 +56,45 @@ type Agent struct {
 	PermissionMode string   `json:"permission_mode"`
 	Tools          []string `json:"tools"`
 	VaultIDs       []string `json:"vault_ids"`
+	// OwnerID is the user that made the Agent ("" for one made by the
+	// server itself).
+	OwnerID string `json:"owner_id"`
+	// Visibility, AllowedUserIDs and Admins say who may see, use and
+	// manage the Agent (AgentAccess); the lists are never null.
+	Visibility     string   `json:"visibility"`
+	AllowedUserIDs []string `json:"allowed_user_ids"`
+	Admins         []string `json:"admins"`
 	// Version is the stored record's version (AgentRequest.Version).
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// The visibilities of an Agent (AgentAccess.Visibility).
+const (
+	// VisibilityPrivate: only its owner, its admins and administrators
+	// see it.
+	VisibilityPrivate = "private"
+	// VisibilityShared: also the users of AllowedUserIDs.
+	VisibilityShared = "shared"
+	// VisibilityPublic: also every user of its owner's organization.
+	VisibilityPublic = "public"
+)
+
+// AgentAccess says who may see, use and manage an Agent: the body and
+// answer of PUT /api/v1/agents/{id}/access and the answer of GET. Who may
+// see an Agent may open conversations with it (each Session is its
+// opener's); its owner, the users of Admins and administrators manage it
+// (update, delete, change its access). The lists are never null in an
+// answer.
+type AgentAccess struct {
+	// Visibility is VisibilityPrivate, VisibilityShared or
+	// VisibilityPublic.
+	Visibility string `json:"visibility"`
+	// AllowedUserIDs are the users a shared Agent is shared with.
+	AllowedUserIDs []string `json:"allowed_user_ids"`
+	// Admins are the users besides its owner who manage the Agent.
+	Admins []string `json:"admins"`
 }
 
 // AgentRequest is the body of POST /api/v1/agents (create) and PUT

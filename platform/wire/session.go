@@ -64,8 +64,11 @@ type Session struct {
 	// API (nil: none now).
 	SandboxID *string        `json:"sandbox_id"`
 	Runtime   SessionRuntime `json:"runtime"`
-	CreatedAt time.Time      `json:"created_at"`
-	UpdatedAt time.Time      `json:"updated_at"`
+	// OwnerID is the user that opened the conversation, whose Session
+	// (and sandbox) it is ("" for one opened by the server itself).
+	OwnerID   string    `json:"owner_id"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // PendingInput is an input accepted and not yet consumed: its ids, the

@@ -17,7 +17,7 @@ func TestSessionJSON(t *testing.T) {
 		Runtime: SessionRuntime{State: RuntimeNone}, CreatedAt: at, UpdatedAt: at}
 	got := decodeMap(t, s)
 	want := []string{"session_id", "agent_id", "engine_kind", "state", "title", "current_turn_id", "last_seq", "pending_interaction",
-		"pending_inputs", "sandbox_id", "runtime", "created_at", "updated_at"}
+		"pending_inputs", "sandbox_id", "runtime", "owner_id", "created_at", "updated_at"}
 	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("keys %v, want %v", keys, want)
 	}

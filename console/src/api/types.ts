@@ -1,5 +1,7 @@
 // Wire shapes of the AstraBox API the console reads (api/openapi.yaml,
-// api/wire, platform/): only the fields it uses.
+// api/wire, platform/wire): only the fields it uses. The agent platform's
+// (Agent, Session, Vault, ...) are checked against platform/wire's Go types
+// by platform/wire/console_types_test.go.
 
 export interface Page<T> {
   items: T[];
@@ -109,11 +111,20 @@ export interface Agent {
   permission_mode: "auto" | "ask" | string;
   tools: string[];
   vault_ids?: string[] | null;
+  /** The user that made it. */
+  owner_id?: string;
+  /** Who may see it besides its owner, its admins and administrators (AgentAccess). */
+  visibility?: "private" | "shared" | "public" | string;
+  allowed_user_ids?: string[] | null;
+  admins?: string[] | null;
   version: number;
   created_at?: string;
 }
 
-export type AgentRequest = Omit<Agent, "agent_id" | "version" | "created_at" | "tools"> & {
+export type AgentRequest = Omit<
+  Agent,
+  "agent_id" | "version" | "created_at" | "tools" | "owner_id" | "visibility" | "allowed_user_ids" | "admins"
+> & {
   tools?: string[];
   version?: number;
 };
@@ -162,7 +173,7 @@ export type SessionState =
   | "TERMINATED"
   | "DELETED";
 
-/** An approval or question a reply waits on (engine.Interaction). */
+/** An approval or question a reply waits on (wire.Interaction). */
 export interface Interaction {
   interaction_id: string;
   kind: "approval" | "question" | string;
@@ -183,6 +194,8 @@ export interface Session {
   pending_interaction: Interaction | null;
   pending_inputs: { input_id: string; turn_id: string; seq: number; state: string }[] | null;
   sandbox_id: string | null;
+  /** The user that opened the conversation. */
+  owner_id?: string;
   created_at: string;
   updated_at: string;
 }

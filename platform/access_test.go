@@ -1,0 +1,548 @@
+package platform_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/astrabox/astrabox/identity"
+	"github.com/astrabox/astrabox/lifecycle"
+	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/engine/astrabox"
+	"github.com/astrabox/astrabox/platform/wire"
+	"github.com/astrabox/astrabox/provider/process"
+	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
+	"github.com/astrabox/astrabox/store/sqlite"
+	"github.com/astrabox/astrabox/store/streamlog"
+	"github.com/astrabox/astrabox/vault"
+)
+
+// runtimes is a Runtimes that runs nothing.
+type runtimes struct {
+	mu       sync.Mutex
+	released []string
+}
+
+func (*runtimes) Wake(string)                                         {}
+func (*runtimes) Interrupt(context.Context, string) (bool, error)     { return false, nil }
+func (*runtimes) Answer(context.Context, string, engine.Answer) error { return nil }
+func (r *runtimes) Release(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released = append(r.released, id)
+	return nil
+}
+
+// front is a Catalog and a Sessions front over a SQLite store, with one
+// runtime profile, "p", whose model endpoint is never called.
+type front struct {
+	cat  *platform.Catalog
+	sess *platform.Sessions
+	st   store.Store
+}
+
+func newFront(t *testing.T) *front {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir()+"/astrabox.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p, err := process.New(process.Config{Dir: t.TempDir(), Command: []string{os.Args[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	ring, err := vault.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := lifecycle.New(lifecycle.Config{Store: st, Backends: map[string]sandbox.Provider{"process": p}, DefaultBackend: "process",
+		Profiles: map[string]lifecycle.Profile{"p": {Name: "p", Backend: "process",
+			Model: &lifecycle.ModelEndpoint{BaseURL: "http://127.0.0.1:9/v1", Models: []string{"m"}}}},
+		Vault: ring, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := platform.NewCatalog(platform.CatalogConfig{Store: st, Sandboxes: svc, Engines: engine.Registry{astrabox.Kind: astrabox.New()},
+		Vault: ring, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := platform.NewSessions(platform.SessionsConfig{Store: st, Catalog: cat, Log: &streamlog.Log{Store: st, Notifier: streamlog.NewLocal()},
+		Runtimes: &runtimes{}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &front{cat: cat, sess: sess, st: st}
+}
+
+// The callers of the tests: an administrator, members (one of another
+// organization) and a viewer.
+var (
+	root  = principalOf("root", identity.RoleAdmin, "default")
+	alice = principalOf("alice", identity.RoleMember, "default")
+	bob   = principalOf("bob", identity.RoleMember, "default")
+	carol = principalOf("carol", identity.RoleMember, "default")
+	vic   = principalOf("vic", identity.RoleViewer, "default")
+	eve   = principalOf("eve", identity.RoleMember, "elsewhere")
+)
+
+func principalOf(id string, role identity.Role, org string) *identity.Principal {
+	return &identity.Principal{UserID: id, Role: role, Scopes: identity.RoleScopes(role), OrgID: org}
+}
+
+// as is a context of p (nil: an internal caller).
+func as(t *testing.T, p *identity.Principal) context.Context {
+	if p == nil {
+		return t.Context()
+	}
+	return identity.WithPrincipal(t.Context(), p)
+}
+
+// putAgent stores an Agent of alice's on profile p with the access given.
+func (f *front) putAgent(t *testing.T, id, visibility string, allowed, admins, vaults []string) {
+	t.Helper()
+	a := &store.Agent{ID: id, Name: id, EngineKind: astrabox.Kind, RuntimeProfile: "p", Model: "m", PermissionMode: "auto",
+		OwnerID: "alice", OrgID: "default", Visibility: visibility, AllowedUserIDs: allowed, Admins: admins, VaultIDs: vaults}
+	if err := f.st.CreateAgent(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outcome names an answer: "ok", or its error code.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if c := sandbox.CodeOf(err); c != "" {
+		return string(c)
+	}
+	return err.Error()
+}
+
+const (
+	ok        = "ok"
+	notFound  = string(platform.CodeAgentNotFound)
+	noSession = string(platform.CodeSessionNotFound)
+	forbidden = string(identity.CodeForbidden)
+)
+
+// TestAgentVisibility: who sees an Agent (GetAgent, AgentAccess, ListAgents)
+// and who manages it (UpdateAgent, SetAgentAccess, DeleteAgent); one the
+// caller may not see answers exactly as a missing one, one it sees but
+// may not manage FORBIDDEN.
+func TestAgentVisibility(t *testing.T) {
+	f := newFront(t)
+	f.putAgent(t, "agt_private", store.VisibilityPrivate, []string{"bob"}, nil, nil)
+	f.putAgent(t, "agt_shared", store.VisibilityShared, []string{"bob"}, nil, nil)
+	f.putAgent(t, "agt_public", store.VisibilityPublic, nil, nil, nil)
+	f.putAgent(t, "agt_adminned", store.VisibilityPrivate, nil, []string{"carol"}, nil)
+	f.putAgent(t, "agt_legacy", "", nil, nil, nil) // a record from before visibilities: private
+
+	callers := []struct {
+		name string
+		p    *identity.Principal
+	}{{"internal", nil}, {"root", root}, {"alice", alice}, {"bob", bob}, {"carol", carol}, {"vic", vic}, {"eve", eve}}
+	// sees[agent] are the callers that see it; manages[agent] those that
+	// manage it.
+	sees := map[string][]string{
+		"agt_private":  {"internal", "root", "alice"},
+		"agt_shared":   {"internal", "root", "alice", "bob"},
+		"agt_public":   {"internal", "root", "alice", "bob", "carol", "vic"},
+		"agt_adminned": {"internal", "root", "alice", "carol"},
+		"agt_legacy":   {"internal", "root", "alice"},
+	}
+	manages := map[string][]string{
+		"agt_private":  {"internal", "root", "alice"},
+		"agt_shared":   {"internal", "root", "alice"},
+		"agt_public":   {"internal", "root", "alice"},
+		"agt_adminned": {"internal", "root", "alice", "carol"},
+		"agt_legacy":   {"internal", "root", "alice"},
+	}
+	agents := slices.Sorted(func(yield func(string) bool) {
+		for a := range sees {
+			if !yield(a) {
+				return
+			}
+		}
+	})
+	for _, c := range callers {
+		ctx := as(t, c.p)
+		var listed []string
+		for _, id := range agents {
+			want := ok
+			if !slices.Contains(sees[id], c.name) {
+				want = notFound
+			}
+			_, err := f.cat.GetAgent(ctx, id)
+			if got := outcome(err); got != want {
+				t.Errorf("%s gets %s: %s, want %s", c.name, id, got, want)
+			}
+			if err != nil {
+				// Not seen: the very answer to an id that does not exist.
+				_, missing := f.cat.GetAgent(ctx, "agt_missing")
+				if sandbox.MessageOf(err) != fmt.Sprintf("agent %q not found", id) || sandbox.CodeOf(missing) != sandbox.CodeOf(err) {
+					t.Errorf("%s gets %s: %v, not as for a missing agent (%v)", c.name, id, err, missing)
+				}
+			} else {
+				listed = append(listed, id)
+			}
+			if _, err := f.cat.AgentAccess(ctx, id); outcome(err) != want {
+				t.Errorf("%s reads the access of %s: %v, want %s", c.name, id, err, want)
+			}
+		}
+		page, next, err := f.cat.ListAgents(ctx, "", 200)
+		var ids []string
+		for _, a := range page {
+			ids = append(ids, a.ID)
+		}
+		if err != nil || next != "" || !slices.Equal(ids, listed) {
+			t.Errorf("%s lists %v (next %q, %v), want %v", c.name, ids, next, err, listed)
+		}
+	}
+
+	// Managing: 404 for an Agent not seen, FORBIDDEN for one seen but not
+	// managed (a viewer lacks the write permission besides).
+	for _, id := range agents {
+		for _, c := range callers {
+			want := ok
+			switch {
+			case !slices.Contains(sees[id], c.name):
+				want = notFound
+			case !slices.Contains(manages[id], c.name) || c.name == "vic":
+				want = forbidden
+			}
+			ctx := as(t, c.p)
+			_, err := f.cat.UpdateAgent(ctx, id, wire.AgentRequest{Name: "renamed by " + c.name, RuntimeProfile: "p"})
+			if got := outcome(err); got != want {
+				t.Errorf("%s updates %s: %v, want %s", c.name, id, err, want)
+			}
+			before, _ := f.cat.AgentAccess(context.Background(), id)
+			_, err = f.cat.SetAgentAccess(ctx, id, before)
+			if got := outcome(err); got != want {
+				t.Errorf("%s sets the access of %s: %v, want %s", c.name, id, err, want)
+			}
+			if want == ok {
+				continue // deleting is tried below, by those who may not
+			}
+			if err := f.cat.DeleteAgent(ctx, id); outcome(err) != want {
+				t.Errorf("%s deletes %s: %v, want %s", c.name, id, err, want)
+			}
+		}
+	}
+	// An update keeps the owner and the access.
+	a, err := f.cat.GetAgent(context.Background(), "agt_adminned")
+	if err != nil || a.OwnerID != "alice" || a.Visibility != store.VisibilityPrivate || !slices.Equal(a.Admins, []string{"carol"}) ||
+		a.AllowedUserIDs == nil {
+		t.Fatalf("agt_adminned after updates: %+v %v", a, err)
+	}
+	if err := f.cat.DeleteAgent(as(t, carol), "agt_adminned"); err != nil {
+		t.Fatalf("an admin of the agent deletes it: %v", err)
+	}
+}
+
+// TestAgentAccessChanges: sharing and publishing an Agent shows it to
+// whom it names; an agent admin may manage it; bad access is refused.
+func TestAgentAccessChanges(t *testing.T) {
+	f := newFront(t)
+	a, err := f.cat.CreateAgent(as(t, alice), wire.AgentRequest{Name: "mine", RuntimeProfile: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.OwnerID != "alice" || a.Visibility != wire.VisibilityPrivate || a.AllowedUserIDs == nil || a.Admins == nil {
+		t.Fatalf("created %+v: want alice's, private, with empty lists", a)
+	}
+	if _, err := f.cat.GetAgent(as(t, bob), a.ID); outcome(err) != notFound {
+		t.Fatalf("bob gets alice's private agent: %v", err)
+	}
+	acc, err := f.cat.SetAgentAccess(as(t, alice), a.ID, wire.AgentAccess{Visibility: "shared", AllowedUserIDs: []string{" bob ", "bob"}})
+	if err != nil || !slices.Equal(acc.AllowedUserIDs, []string{"bob"}) || acc.Admins == nil {
+		t.Fatalf("share with bob: %+v %v", acc, err)
+	}
+	if _, err := f.cat.GetAgent(as(t, bob), a.ID); err != nil {
+		t.Fatalf("bob gets the agent shared with him: %v", err)
+	}
+	if _, err := f.cat.SetAgentAccess(as(t, bob), a.ID, wire.AgentAccess{Visibility: "public"}); outcome(err) != forbidden {
+		t.Fatalf("bob publishes it: %v, want %s", err, forbidden)
+	}
+	if _, err := f.cat.SetAgentAccess(as(t, alice), a.ID, wire.AgentAccess{Visibility: "private", Admins: []string{"bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cat.SetAgentAccess(as(t, bob), a.ID, wire.AgentAccess{Visibility: "public"}); err != nil {
+		t.Fatalf("bob, an admin of the agent, publishes it: %v", err)
+	}
+	if _, err := f.cat.GetAgent(as(t, carol), a.ID); err != nil {
+		t.Fatalf("carol gets the public agent: %v", err)
+	}
+	for _, bad := range []wire.AgentAccess{{Visibility: "everyone"}, {}, {Visibility: "shared", AllowedUserIDs: []string{" "}}} {
+		if _, err := f.cat.SetAgentAccess(as(t, alice), a.ID, bad); outcome(err) != string(platform.CodeInvalid) {
+			t.Errorf("access %+v: %v, want %s", bad, err, platform.CodeInvalid)
+		}
+	}
+	if _, err := f.cat.SetAgentAccess(as(t, root), a.ID, wire.AgentAccess{Visibility: "private"}); err != nil {
+		t.Fatalf("an administrator changes the access: %v", err)
+	}
+	if _, err := f.cat.GetAgent(as(t, bob), a.ID); outcome(err) != notFound {
+		t.Fatalf("bob gets the agent once no longer its admin: %v", err)
+	}
+}
+
+// TestAgentVaultsAreAdministrators': only an administrator gives an Agent
+// vaults or changes them; its owner may update it keeping them.
+func TestAgentVaultsAreAdministrators(t *testing.T) {
+	f := newFront(t)
+	v, err := f.cat.CreateVault(as(t, root), wire.VaultRequest{Name: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cat.CreateVault(as(t, alice), wire.VaultRequest{Name: "w"}); outcome(err) != forbidden {
+		t.Fatalf("a member creates a vault: %v", err)
+	}
+	if _, _, err := f.cat.ListVaults(as(t, alice), "", 0); outcome(err) != forbidden {
+		t.Fatalf("a member lists vaults: %v", err)
+	}
+	_, err = f.cat.CreateAgent(as(t, alice), wire.AgentRequest{Name: "a", RuntimeProfile: "p", VaultIDs: []string{v.ID}})
+	if outcome(err) != forbidden || !strings.Contains(sandbox.MessageOf(err), "admin") {
+		t.Fatalf("a member creates an agent with a vault: %v, want %s naming admin", err, forbidden)
+	}
+	// Probing vault ids answers the same: nothing says which exist.
+	if _, err := f.cat.CreateAgent(as(t, alice), wire.AgentRequest{Name: "a", RuntimeProfile: "p", VaultIDs: []string{"vlt_nope"}}); outcome(err) != forbidden {
+		t.Fatalf("a member names a missing vault: %v, want %s", err, forbidden)
+	}
+	if _, err := f.cat.CreateAgent(as(t, root), wire.AgentRequest{Name: "a", RuntimeProfile: "p", VaultIDs: []string{"vlt_nope"}}); outcome(err) != string(platform.CodeVaultNotFound) {
+		t.Fatalf("an administrator names a missing vault: %v", err)
+	}
+	f.putAgent(t, "agt_vaulted", store.VisibilityPrivate, nil, nil, []string{v.ID})
+	for _, tc := range []struct {
+		who    *identity.Principal
+		vaults []string
+		want   string
+	}{
+		{alice, []string{v.ID}, ok},
+		{alice, nil, forbidden},
+		{root, nil, ok},
+		{alice, []string{v.ID}, forbidden},
+		{root, []string{v.ID}, ok},
+	} {
+		_, err := f.cat.UpdateAgent(as(t, tc.who), "agt_vaulted", wire.AgentRequest{Name: "x", RuntimeProfile: "p", VaultIDs: tc.vaults})
+		if got := outcome(err); got != tc.want {
+			t.Errorf("%s updates with vaults %v: %v, want %s", tc.who.UserID, tc.vaults, err, tc.want)
+		}
+	}
+	if _, err := f.cat.PutRuntimeProfile(as(t, alice), lifecycle.Profile{Name: "q", Backend: "process"}); outcome(err) != forbidden {
+		t.Fatalf("a member changes a runtime profile: %v", err)
+	}
+	if _, err := f.cat.RuntimeProfile(as(t, alice), "p"); err != nil {
+		t.Fatalf("a member reads a runtime profile: %v", err)
+	}
+}
+
+// TestSessionOwnership: a conversation is opened by whoever sees the
+// Agent and is theirs; another user's Session answers as a missing one
+// on every method, an administrator's aside; the list shows a member its
+// own only.
+func TestSessionOwnership(t *testing.T) {
+	f := newFront(t)
+	f.putAgent(t, "agt_shared", store.VisibilityShared, []string{"bob"}, nil, nil)
+	f.putAgent(t, "agt_public", store.VisibilityPublic, nil, nil, nil)
+
+	for _, tc := range []struct {
+		who   *identity.Principal
+		agent string
+		want  string
+	}{
+		{carol, "agt_shared", notFound},
+		{vic, "agt_public", forbidden},
+		{eve, "agt_public", notFound},
+		{carol, "agt_missing", notFound},
+	} {
+		if _, err := f.sess.CreateSession(as(t, tc.who), tc.agent, ""); outcome(err) != tc.want {
+			t.Errorf("%s opens a conversation with %s: %v, want %s", tc.who.UserID, tc.agent, err, tc.want)
+		}
+	}
+	open := func(p *identity.Principal, agent string) wire.Session {
+		t.Helper()
+		s, err := f.sess.CreateSession(as(t, p), agent, "")
+		if err != nil {
+			t.Fatalf("%s opens a conversation with %s: %v", p.UserID, agent, err)
+		}
+		rec, err := f.st.GetSession(context.Background(), s.ID)
+		if err != nil || s.OwnerID != p.UserID || rec.OwnerID != p.UserID || rec.OrgID != p.OrgID {
+			t.Fatalf("%s's session is owned by %q (%+v, %v)", p.UserID, s.OwnerID, rec, err)
+		}
+		return s
+	}
+	bobs := open(bob, "agt_shared")
+	alices := open(alice, "agt_shared")
+	carols := open(carol, "agt_public")
+
+	missing := "ses_missing"
+	calls := map[string]func(ctx context.Context, id string) error{
+		"get":   func(ctx context.Context, id string) error { _, err := f.sess.GetSession(ctx, id); return err },
+		"check": func(ctx context.Context, id string) error { return f.sess.CheckSession(ctx, id) },
+		"input": func(ctx context.Context, id string) error {
+			_, _, err := f.sess.SendInput(ctx, id, "hi", "c1")
+			return err
+		},
+		"interrupt": func(ctx context.Context, id string) error { _, err := f.sess.Interrupt(ctx, id); return err },
+		"answer": func(ctx context.Context, id string) error {
+			err := f.sess.Respond(ctx, id, engine.Answer{InteractionID: "int_1", Decision: "approve"})
+			if sandbox.CodeOf(err) == platform.CodeInteractionClosed {
+				return nil // passed the access check
+			}
+			return err
+		},
+		"messages": func(ctx context.Context, id string) error { _, err := f.sess.Messages(ctx, id, 0); return err },
+		"log":      func(ctx context.Context, id string) error { _, err := f.sess.ReadLog(ctx, id, 0); return err },
+		"resume":   func(ctx context.Context, id string) error { _, err := f.sess.ResumeReply(ctx, id, 0); return err },
+		"active":   func(ctx context.Context, id string) error { _, err := f.sess.ActiveReply(ctx, id); return err },
+		"follow": func(ctx context.Context, id string) error {
+			return f.sess.Follow(ctx, id, 0, func(store.LogEntry) (bool, error) { return false, nil })
+		},
+	}
+	for name, call := range calls {
+		for _, tc := range []struct {
+			who  *identity.Principal
+			id   string
+			want string
+		}{
+			{bob, bobs.ID, ok},
+			{alice, bobs.ID, noSession},
+			{carol, bobs.ID, noSession},
+			{vic, bobs.ID, noSession},
+			{root, bobs.ID, ok},
+			{nil, bobs.ID, ok},
+			{alice, missing, noSession},
+		} {
+			if name == "follow" && tc.want == ok {
+				continue // it would wait for entries
+			}
+			who := "internal"
+			if tc.who != nil {
+				who = tc.who.UserID
+			}
+			err := call(as(t, tc.who), tc.id)
+			if got := outcome(err); got != tc.want {
+				t.Errorf("%s: %s on %s: %v, want %s", name, who, tc.id, err, tc.want)
+				continue
+			}
+			if err != nil && sandbox.MessageOf(err) != fmt.Sprintf("session %q not found", tc.id) {
+				t.Errorf("%s: %s on %s: %q, not the message for a missing session", name, who, tc.id, sandbox.MessageOf(err))
+			}
+		}
+	}
+	// A Session an internal caller opened is no one's: administrators see
+	// it, members do not.
+	ownerless, err := f.sess.CreateSession(as(t, nil), "agt_public", "")
+	if err != nil || ownerless.OwnerID != "" {
+		t.Fatalf("an internal caller opens a conversation: %+v %v", ownerless, err)
+	}
+	if _, err := f.sess.GetSession(as(t, alice), ownerless.ID); outcome(err) != noSession {
+		t.Fatalf("a member gets an ownerless session: %v", err)
+	}
+
+	list := func(p *identity.Principal, agent string) []string {
+		t.Helper()
+		ss, _, err := f.sess.ListSessions(as(t, p), agent, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range ss {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+	if got := list(bob, ""); !slices.Equal(got, []string{bobs.ID}) {
+		t.Errorf("bob lists %v, want his own", got)
+	}
+	if got := list(alice, "agt_shared"); !slices.Equal(got, []string{alices.ID}) {
+		t.Errorf("alice lists %v of agt_shared, want her own", got)
+	}
+	if got := list(vic, ""); len(got) != 0 {
+		t.Errorf("vic lists %v, want none", got)
+	}
+	if got := list(root, ""); len(got) != 4 {
+		t.Errorf("root lists %v, want every session", got)
+	}
+
+	// Unshared, the Agent takes no more inputs from bob's Session, which
+	// he still reads.
+	if _, err := f.cat.SetAgentAccess(as(t, alice), "agt_shared", wire.AgentAccess{Visibility: "private"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.sess.SendInput(as(t, bob), bobs.ID, "again", ""); outcome(err) != notFound {
+		t.Errorf("bob sends to a session of an agent no longer shared with him: %v, want %s", err, notFound)
+	}
+	if _, err := f.sess.GetSession(as(t, bob), bobs.ID); err != nil {
+		t.Errorf("bob reads his session: %v", err)
+	}
+	if _, _, err := f.sess.SendInput(as(t, alice), alices.ID, "again", ""); err != nil {
+		t.Errorf("alice sends to her session: %v", err)
+	}
+
+	// Deleting: another's answers as missing; one's own goes.
+	if err := f.sess.DeleteSession(as(t, alice), carols.ID); outcome(err) != noSession {
+		t.Errorf("alice deletes carol's session: %v", err)
+	}
+	if err := f.sess.DeleteSession(as(t, carol), carols.ID); err != nil {
+		t.Errorf("carol deletes her session: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(as(t, alice), time.Second)
+	defer cancel()
+	if err := f.sess.Follow(ctx, carols.ID, 0, func(store.LogEntry) (bool, error) { return false, nil }); outcome(err) != noSession {
+		t.Errorf("following a deleted session: %v", err)
+	}
+}
+
+// TestListAgentsPages: a member's pages hold only what it sees, full but
+// for the last, however many Agents it does not see lie between.
+func TestListAgentsPages(t *testing.T) {
+	f := newFront(t)
+	var want []string
+	for i := range 450 {
+		id := fmt.Sprintf("agt_%03d", i)
+		vis := store.VisibilityPrivate
+		if i%7 == 3 || i > 440 {
+			vis = store.VisibilityPublic
+			want = append(want, id)
+		}
+		f.putAgent(t, id, vis, nil, nil, nil)
+	}
+	for _, limit := range []int{1, 5, 50, 200} {
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			page, next, err := f.cat.ListAgents(as(t, bob), cursor, limit)
+			if err != nil || pages > len(want) {
+				t.Fatalf("limit %d, page %d: %v", limit, pages, err)
+			}
+			if next != "" && len(page) != limit {
+				t.Fatalf("limit %d: a page of %d before the end", limit, len(page))
+			}
+			for _, a := range page {
+				got = append(got, a.ID)
+			}
+			if cursor = next; next == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: bob pages through %d agents %v, want %d", limit, len(got), got, len(want))
+		}
+	}
+}
