@@ -80,18 +80,32 @@ func (s *Server) authenticateKey(r *http.Request) (*identity.Principal, error) {
 	return s.auth.Authenticate(r.Context(), presentedKey(r))
 }
 
-// handle registers a route that needs scope need: the caller is
-// authenticated (authenticate), refused with FORBIDDEN without the scope,
-// and refused with SANDBOX_NOT_FOUND on a route of a sandbox ({id} under
-// /sandboxes/) it does not own; the handler then finds the caller with
-// identity.PrincipalFrom.
+// handle registers a route that needs scope need (handleRoute).
 func (s *Server) handle(pattern string, need identity.Scope, h http.HandlerFunc) {
-	if !need.Valid() {
-		panic("api: route " + pattern + " needs an unknown scope " + string(need))
+	s.handleRoute(httpx.Route{Pattern: pattern, Need: string(need), Handler: h})
+}
+
+// handleRoutes registers routes a route package hands the server.
+func (s *Server) handleRoutes(routes []httpx.Route) {
+	for _, rt := range routes {
+		s.handleRoute(rt)
 	}
-	s.rules = append(s.rules, Rule{Pattern: pattern, Need: need})
-	boxRoute := strings.Contains(pattern, "/sandboxes/{id}")
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+}
+
+// handleRoute registers rt: the caller is authenticated (authenticate),
+// refused with FORBIDDEN without the scope rt needs, and refused with
+// SANDBOX_NOT_FOUND on a route of a sandbox ({id} under /sandboxes/) it
+// does not own; the handler then finds the caller with
+// identity.PrincipalFrom. A successful answer of a route with an Audit
+// action is recorded in the audit log (audit).
+func (s *Server) handleRoute(rt httpx.Route) {
+	need := identity.Scope(rt.Need)
+	if !need.Valid() {
+		panic("api: route " + rt.Pattern + " needs an unknown scope " + rt.Need)
+	}
+	s.rules = append(s.rules, Rule{Pattern: rt.Pattern, Need: need})
+	boxRoute := strings.Contains(rt.Pattern, "/sandboxes/{id}")
+	s.mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authenticate(r)
 		if err != nil {
 			httpx.WriteError(w, err)
@@ -108,16 +122,60 @@ func (s *Server) handle(pattern string, need identity.Scope, h http.HandlerFunc)
 				return
 			}
 		}
-		h(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		if rt.Audit == "" || r.Header.Get(httpx.HeaderForwarded) != "" { // the first replica records it
+			rt.Handler(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		rt.Handler(sw, r)
+		if sw.status >= 200 && sw.status < 300 {
+			s.audit(r, p, rt.Audit)
+		}
 	})
 }
 
-// handleRoutes registers routes a route package hands the server.
-func (s *Server) handleRoutes(routes []httpx.Route) {
-	for _, rt := range routes {
-		s.handle(rt.Pattern, identity.Scope(rt.Need), rt.Handler)
+// audit records action, done by p in r, in the audit log: the target is
+// the action's first word and the route's first of {id}, {sid}, {name};
+// the other path values are the detail.
+func (s *Server) audit(r *http.Request, p *identity.Principal, action string) {
+	kind, _, _ := strings.Cut(action, ".")
+	target, detail := kind, map[string]any{}
+	for _, name := range []string{"id", "sid", "name"} {
+		v := r.PathValue(name)
+		switch {
+		case v == "":
+		case target == kind:
+			target += ":" + v
+		default:
+			detail[name] = v
+		}
+	}
+	if len(detail) == 0 {
+		detail = nil
+	}
+	s.cfg.Accounts.Record(r.Context(), p, action, target, detail)
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }
+
+// Unwrap lets http.ResponseController and httpx find what is beneath.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // checkBoxOwner answers SANDBOX_NOT_FOUND, as for a missing box, unless p
 // owns sandbox id or is an administrator: nothing tells a caller that

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,6 +185,25 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	if st, _ = callAs(t, e, testKey, "GET", "/api/v1/admin/audit?action=api_key.", nil); st != 200 {
 		t.Errorf("audit by action prefix: %d", st)
+	}
+	// Vault changes are audited, with the secret's name but never a value;
+	// a refused change is not.
+	st, v := callAs(t, e, testKey, "POST", "/api/v1/vaults", map[string]any{"name": "ci"})
+	if st != 201 {
+		t.Fatalf("create a vault: %d %v", st, v)
+	}
+	vid := v["vault_id"].(string)
+	callAs(t, e, testKey, "PUT", "/api/v1/vaults/"+vid+"/secrets/GITHUB_TOKEN",
+		map[string]any{"value": "ghp_not-a-real-token-0123456789", "host": "api.github.com"})
+	callAs(t, e, alice, "DELETE", "/api/v1/vaults/"+vid, nil) // refused: alice is no administrator
+	_, audit = callAs(t, e, testKey, "GET", "/api/v1/admin/audit?target=vault:"+vid, nil)
+	var got []string
+	for _, it := range audit["items"].([]any) {
+		got = append(got, it.(map[string]any)["action"].(string))
+	}
+	if !slices.Equal(got, []string{"vault.secret_put"}) || !strings.Contains(mustJSON(audit), `"name":"GITHUB_TOKEN"`) ||
+		strings.Contains(mustJSON(audit), "ghp_") {
+		t.Errorf("audit of the vault: %v", mustJSON(audit))
 	}
 
 	// Every documented path is in the table, or authenticates itself.

@@ -238,14 +238,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	s.boxOp(w, r, func() error {
-		id := r.PathValue("id")
-		if err := s.svc.Delete(r.Context(), id, "user_delete"); err != nil {
-			return err
-		}
-		s.cfg.Accounts.Record(r.Context(), identity.PrincipalFrom(r.Context()), "sandbox.delete", "sandbox:"+id, nil)
-		return nil
-	}, http.StatusNoContent)
+	s.boxOp(w, r, func() error { return s.svc.Delete(r.Context(), r.PathValue("id"), "user_delete") }, http.StatusNoContent)
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {

@@ -62,6 +62,12 @@ type Route struct {
 	// "read", "write" or "admin"); the server refuses others with
 	// FORBIDDEN before Handler runs.
 	Need string
+	// Audit, when set, is the action a successful answer (2xx) of the
+	// route records in the audit log ("vault.delete"): the server adds the
+	// caller, the request id and the target, named by the action's first
+	// word and the route's {id} or {name} ("vault:v1"), with the route's
+	// other path values as detail.
+	Audit string
 	// Handler serves the route; it neither authenticates nor checks Need.
 	Handler http.HandlerFunc
 }
