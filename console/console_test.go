@@ -1,6 +1,8 @@
-// Package console_test runs the web console's end-to-end suite
-// (e2e/console.test.mjs) in a real headless Chromium against a whole
-// AstraBox server: native sandboxes (root) and the scripted fake model.
+// Package console_test runs the web console's end-to-end suites
+// (e2e/console.test.mjs, then e2e/identity.test.mjs) in a real headless
+// Chromium against a whole AstraBox server: native sandboxes (root), the
+// scripted fake model and sign-in through a real OpenID Connect provider
+// (oidc-provider from npm, with its own login pages).
 // It installs the pinned npm packages (npm ci), builds the console into a
 // temporary directory and serves that build in front of the server's API,
 // so it tests the source as it is, whatever the binary embeds. Node's TAP
@@ -12,6 +14,7 @@ package console_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -25,18 +28,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/astrabox/astrabox/internal/nodetest"
-
+	"github.com/astrabox/astrabox/api/identityapi"
+	"github.com/astrabox/astrabox/identity"
+	"github.com/astrabox/astrabox/identity/oidc"
+	"github.com/astrabox/astrabox/identity/oidc/oidctest"
 	"github.com/astrabox/astrabox/internal/console"
 	"github.com/astrabox/astrabox/internal/fakemodel"
+	"github.com/astrabox/astrabox/internal/nodetest"
 	"github.com/astrabox/astrabox/internal/server/servertest"
 	"github.com/astrabox/astrabox/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// nodeTests is how many tests e2e/console.test.mjs holds.
-const nodeTests = 10
+// nodeTests is how many tests e2e/console.test.mjs holds, identityTests
+// how many e2e/identity.test.mjs holds.
+const (
+	nodeTests     = 10
+	identityTests = 8
+)
 
 // What the browser sends and what the fake model answers to each.
 const (
@@ -91,10 +101,12 @@ func TestConsoleUnits(t *testing.T) {
 	nodetest.NPM(ctx, t, pkgDir, "test")
 }
 
-// TestConsoleInChromium signs in, chats (a tool call, a reply resumed after
-// a reload, an approval), checks a model endpoint, keeps a secret in a
-// vault attached to an Agent, runs a command in a terminal and moves a
-// file in and out, in Chromium.
+// TestConsoleInChromium signs in with the server's key, chats (a tool
+// call, a reply resumed after a reload, an approval), checks a model
+// endpoint, keeps a secret in a vault attached to an Agent, runs a command
+// in a terminal and moves a file in and out; then people sign in through
+// the identity provider's login page, make API keys, share an Agent,
+// administer users and sign out, in Chromium.
 func TestConsoleInChromium(t *testing.T) {
 	testenv.NeedRoot(t)
 	chromium := findChromium()
@@ -107,7 +119,23 @@ func TestConsoleInChromium(t *testing.T) {
 	var release sync.Once
 	releaseGate := func() { release.Do(func() { close(gate) }) }
 	t.Cleanup(releaseGate)
-	env := servertest.New(t, servertest.Options{Backend: "native", Script: script(gate)})
+
+	// The console's address comes first: the identity provider sends the
+	// browser back to its callback there.
+	siteListener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	siteURL := "http://" + siteListener.Addr().String()
+	callback := siteURL + "/api/v1/auth/callback"
+	idp := oidctest.Start(t, oidctest.Client{ClientID: "astrabox-console", ClientSecret: "console-idp-secret", RedirectURIs: []string{callback}})
+	prov, err := oidc.New(oidc.Config{Issuer: idp.Issuer, ClientID: "astrabox-console", ClientSecret: "console-idp-secret",
+		RedirectURL: callback, Scopes: []string{"email", "profile", "groups"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := servertest.New(t, servertest.Options{Backend: "native", Script: script(gate),
+		Web: &identityapi.Web{OIDC: prov, AdminGroups: []string{oidctest.AdminGroup}, DefaultRole: identity.RoleMember}})
 	env.Agent("auto", nil) // "coder" on profile "test"
 	env.Must(201, "POST", "/api/v1/agents", map[string]any{"name": "careful", "engine_kind": "astrabox", "runtime_profile": "test",
 		"model": "fake-1", "permission_mode": "ask", "instructions": "Ask before running anything."}, nil)
@@ -119,7 +147,10 @@ func TestConsoleInChromium(t *testing.T) {
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("GET "+console.AssetPrefix, ui)
 	mux.Handle("/", proxyTo(t, env.URL))
-	site := httptest.NewServer(mux)
+	site := httptest.NewUnstartedServer(mux)
+	site.Listener.Close()
+	site.Listener = siteListener
+	site.Start()
 	t.Cleanup(site.Close)
 
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,6 +182,14 @@ func TestConsoleInChromium(t *testing.T) {
 		"APPROVE_INPUT":  approveInput,
 		"APPROVE_OUTPUT": approveOutput,
 		"APPROVE_TEXT":   approveText,
+		"NO_COLOR":       "1",
+	})
+	nodetest.RunTAP(ctx, t, pkgDir, "e2e/identity.test.mjs", identityTests, map[string]string{
+		"CONSOLE_URL":    site.URL,
+		"API_KEY":        servertest.Key,
+		"CHROMIUM":       chromium,
+		"ISSUER":         idp.Issuer,
+		"SCREENSHOT_DIR": shots,
 		"NO_COLOR":       "1",
 	})
 	t.Logf("screenshots in %s", shots)

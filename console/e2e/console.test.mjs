@@ -73,10 +73,16 @@ test("sign in", async () => {
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("alert").filter({ hasText: "UNAUTHORIZED" }).waitFor();
   await page.getByLabel("API key", { exact: true }).fill(env("API_KEY"));
+  await page.getByRole("link", { name: /^Sign in with / }).waitFor(); // the identity provider is offered too
   await shot("signin");
   await page.getByLabel("API key", { exact: true }).press("Enter"); // the keyboard works too
   await page.getByRole("navigation", { name: "Sections" }).waitFor();
   await page.getByLabel("Agent", { exact: true }).waitFor();
+  // The server's key acts as the built-in administrator.
+  await page.getByTestId("user-menu").click();
+  await page.getByTestId("user-id").filter({ hasText: "admin" }).waitFor();
+  await page.getByTestId("user-role").filter({ hasText: "admin" }).waitFor();
+  await page.keyboard.press("Escape");
 });
 
 test("chat with a tool call", async () => {
@@ -166,7 +172,7 @@ test("keep a secret in a vault and attach it to an agent", async () => {
   const listed = await (await fetch(`${url}/api/v1/vaults`, { headers: { "OPEN-SANDBOX-API-KEY": env("API_KEY") } })).text();
   assert.ok(listed.includes("GITHUB_TOKEN") && !listed.includes(value), "GET /api/v1/vaults names the secret without its value");
 
-  await page.getByRole("tab", { name: "Agents" }).click();
+  await page.getByRole("link", { name: "Agents", exact: true }).click();
   await page.getByRole("button", { name: "New agent" }).click();
   const agent = page.getByRole("form", { name: "New agent" });
   await agent.getByLabel("Name", { exact: true }).fill("vaulted");
@@ -177,6 +183,7 @@ test("keep a secret in a vault and attach it to an agent", async () => {
   await page.getByRole("row").filter({ hasText: "vaulted" }).getByRole("cell", { name: "github", exact: true }).waitFor();
 
   // A vault an Agent uses is not deleted, and the console says by whom.
+  await page.getByRole("link", { name: "Admin", exact: true }).click();
   await page.getByRole("tab", { name: "Vaults" }).click();
   await card.getByText("vaulted", { exact: true }).waitFor();
   page.once("dialog", (d) => d.accept());

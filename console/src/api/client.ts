@@ -1,6 +1,9 @@
 // The typed client of the AstraBox API: every call the console makes goes
-// through here, with the API key header, and fails with an ApiError that
-// carries the server's {code, message}.
+// through here and fails with an ApiError that carries the server's
+// {code, message}. It authenticates with the API key header, or, signed in
+// through the identity provider, with the browser's session cookie: then
+// every write carries the CSRF header, and a sandbox's proxy (which takes
+// no cookie) gets a short-lived endpoint token instead.
 import type {
   Agent,
   AgentRequest,
@@ -19,9 +22,16 @@ import type {
   VaultRequest,
 } from "./types";
 import type { UIMessage } from "ai";
+import type { AgentAccess, APIKey, APIKeyRequest, AuditEntry, AuthSession, CurrentUser, NewAPIKey, User, UserRequest } from "./identity";
 
 /** The header that carries the API key (api.HeaderAPIKey). */
 export const API_KEY_HEADER = "OPEN-SANDBOX-API-KEY";
+
+/** The header a write signed in by cookie carries (identityapi.CSRFHeader). */
+export const CSRF_HEADER = "X-AstraBox-CSRF";
+
+/** The header of an endpoint's token (api.HeaderProxyToken). */
+export const PROXY_TOKEN_HEADER = "X-AstraBox-Proxy-Token";
 
 /** The port execd listens on in every box (execd/wire.DefaultPort). */
 export const EXECD_PORT = 44772;
@@ -46,16 +56,37 @@ export function errorText(err: unknown): string {
 
 type Query = Record<string, string | number | undefined>;
 
+/** A sandbox's proxy path: /v1/sandboxes/{id}/proxy/{port}/... */
+const proxyPath = /^\/v1\/sandboxes\/([^/]+)\/proxy\/(\d+)(\/|$)/;
+
+/** How long an endpoint token the cookie client asks for lives, and how
+ * long before its end a new one is asked for. */
+const tokenLife = 3600;
+const tokenMargin = 300;
+
 export class Client {
+  /** Endpoint tokens by sandbox and port (the cookie client's proxy calls). */
+  private readonly tokens = new Map<string, Promise<{ token: string; until: number }>>();
+
+  /**
+   * @param key the API key; null: the browser's session cookie
+   *   authenticates (signed in through the identity provider).
+   */
   constructor(
-    readonly key: string,
+    readonly key: string | null,
     readonly base = "",
   ) {}
 
-  /** Headers every authenticated request carries. */
-  headers(extra?: HeadersInit): Headers {
+  /** Whether the session cookie authenticates (no API key). */
+  get byCookie(): boolean {
+    return this.key === null;
+  }
+
+  /** Headers a request of method carries: the key, or by cookie the CSRF header on a write. */
+  headers(extra?: HeadersInit, method = "GET"): Headers {
     const h = new Headers(extra);
-    h.set(API_KEY_HEADER, this.key);
+    if (this.key !== null) h.set(API_KEY_HEADER, this.key);
+    else if (!["GET", "HEAD", "OPTIONS"].includes(method.toUpperCase())) h.set(CSRF_HEADER, "1");
     return h;
   }
 
@@ -66,11 +97,42 @@ export class Client {
     return this.base + path + (s ? "?" + s : "");
   }
 
-  /** fetch with the key; non-2xx answers throw ApiError. */
+  /** fetch with the key (or the cookie); non-2xx answers throw ApiError. */
   async raw(path: string, init: RequestInit = {}, query?: Query): Promise<Response> {
-    const resp = await fetch(this.url(path, query), { ...init, headers: this.headers(init.headers) });
+    const method = init.method ?? "GET";
+    const box = this.key === null ? proxyPath.exec(path) : null;
+    let headers: Headers;
+    if (box) {
+      // The proxy takes no cookie: an endpoint token of the box's port.
+      headers = new Headers(init.headers);
+      headers.set(PROXY_TOKEN_HEADER, await this.proxyToken(decodeURIComponent(box[1]), Number(box[2])));
+    } else {
+      headers = this.headers(init.headers, method);
+    }
+    const resp = await fetch(this.url(path, query), { ...init, headers, credentials: "same-origin" });
     if (!resp.ok) throw await toError(resp);
     return resp;
+  }
+
+  /** An endpoint token for a port of a sandbox, kept until shortly before it ends. */
+  private async proxyToken(id: string, port: number): Promise<string> {
+    const k = `${id}/${port}`;
+    const now = Date.now() / 1000;
+    let p = this.tokens.get(k);
+    if (p) {
+      const t = await p.catch(() => null);
+      if (t && t.until > now) return t.token;
+      if (this.tokens.get(k) === p) this.tokens.delete(k);
+    }
+    p = this.endpoint(id, port, tokenLife).then((ep) => {
+      const token = ep.headers?.[PROXY_TOKEN_HEADER];
+      if (!token) throw new ApiError(0, "NO_TOKEN", "the server handed out no endpoint token");
+      const end = ep.expiresAt ? Date.parse(ep.expiresAt) / 1000 : now + tokenLife;
+      return { token, until: end - tokenMargin };
+    });
+    this.tokens.set(k, p);
+    p.catch(() => this.tokens.get(k) === p && this.tokens.delete(k));
+    return (await p).token;
   }
 
   async json<T>(method: string, path: string, body?: unknown, query?: Query): Promise<T> {
@@ -137,8 +199,33 @@ export class Client {
   respond = (id: string, interactionId: string, answer: { decision: "approve" | "reject" } | { answers: string[] }) =>
     this.json<{ status: string }>("POST", `/api/v1/sessions/${id}/interaction-respond`, { interaction_id: interactionId, answer });
 
+  // Agents' access (who may see, use and manage one).
+  agentAccess = (id: string) => this.json<AgentAccess>("GET", `/api/v1/agents/${enc(id)}/access`);
+  putAgentAccess = (id: string, a: AgentAccess) => this.json<AgentAccess>("PUT", `/api/v1/agents/${enc(id)}/access`, a);
+
+  // The caller and its keys.
+  currentUser = () => this.json<CurrentUser>("GET", "/api/v1/user/current");
+  apiKeys = () => this.json<Page<APIKey>>("GET", "/api/v1/user/api-keys");
+  createAPIKey = (k: APIKeyRequest) => this.json<NewAPIKey>("POST", "/api/v1/user/api-keys", k);
+  revokeAPIKey = (id: string) => this.json<APIKey>("DELETE", `/api/v1/user/api-keys/${enc(id)}`);
+
+  // Users, their keys and the audit log (administrators).
+  users = (cursor?: string) => this.json<Page<User>>("GET", "/api/v1/admin/users", undefined, { limit: 200, cursor });
+  createUser = (u: UserRequest) => this.json<User>("POST", "/api/v1/admin/users", u);
+  updateUser = (id: string, u: UserRequest) => this.json<User>("PATCH", `/api/v1/admin/users/${enc(id)}`, u);
+  userAPIKeys = (id: string) => this.json<Page<APIKey>>("GET", `/api/v1/admin/users/${enc(id)}/api-keys`);
+  createUserAPIKey = (id: string, k: APIKeyRequest) => this.json<NewAPIKey>("POST", `/api/v1/admin/users/${enc(id)}/api-keys`, k);
+  revokeUserAPIKey = (id: string, kid: string) => this.json<APIKey>("DELETE", `/api/v1/admin/users/${enc(id)}/api-keys/${enc(kid)}`);
+  audit = (filter: { actor_id?: string; action?: string; target?: string }, cursor?: string) =>
+    this.json<Page<AuditEntry>>("GET", "/api/v1/admin/audit", undefined, { ...filter, limit: 100, cursor });
+
+  // Browser sign-in (public routes).
+  authSession = () => this.json<AuthSession>("GET", "/api/v1/auth/session");
+  /** Ends the browser's session (the cookie's); the CSRF header goes with it. */
+  logout = () => this.raw("/api/v1/auth/logout", { method: "POST", headers: { [CSRF_HEADER]: "1" } });
+
   // Server.
-  metrics = async () => (await fetch(this.base + "/metrics")).text();
+  metrics = async () => (await fetch(this.base + "/metrics", { headers: this.headers() })).text();
 }
 
 const enc = encodeURIComponent;

@@ -1,6 +1,6 @@
 // Chat: pick an Agent, pick or start one of its Sessions, talk to it.
 import { useEffect } from "react";
-import { useClient } from "../auth";
+import { useCan, useClient } from "../auth";
 import { useAsync } from "../ui/useAsync";
 import { Empty, ErrorBanner, Loading } from "../ui/states";
 import { href, navigate } from "../router";
@@ -9,6 +9,7 @@ import { Conversation } from "./Conversation";
 
 export function ChatPage({ route }: { route: string[] }) {
   const client = useClient();
+  const write = useCan("write");
   const agents = useAsync(() => client.agents(), [client]);
   const [agentId, sessionId] = route;
   const items = agents.data?.items ?? [];
@@ -22,7 +23,14 @@ export function ChatPage({ route }: { route: string[] }) {
   if (items.length === 0) {
     return (
       <Empty title="No agents yet">
-        Create one under <a href={href("admin", "agents")}>Admin → Agents</a> (it needs a runtime profile with a model endpoint).
+        {write ? (
+          <>
+            Create one under <a href={href("agents")}>Agents</a> (it needs a runtime profile with a model endpoint), or ask someone
+            to share theirs with you.
+          </>
+        ) : (
+          "None is shared with you yet."
+        )}
       </Empty>
     );
   }
@@ -43,7 +51,7 @@ export function ChatPage({ route }: { route: string[] }) {
         {sessionId ? (
           <Conversation key={sessionId} sessionId={sessionId} />
         ) : (
-          <Empty title="Pick a session">Choose one on the left, or start a new one.</Empty>
+          <Empty title="Pick a session">{write ? "Choose one on the left, or start a new one." : "Choose one on the left."}</Empty>
         )}
       </div>
     </div>

@@ -3,7 +3,7 @@
 import { useEffect, useMemo, useRef } from "react";
 import { useChat } from "@ai-sdk/react";
 import type { UIMessage } from "ai";
-import { useClient } from "../auth";
+import { useCan, useClient } from "../auth";
 import { errorText } from "../api/client";
 import { useAsync } from "../ui/useAsync";
 import { Empty, ErrorBanner, Loading } from "../ui/states";
@@ -30,6 +30,7 @@ interface ChatViewProps {
 
 function ChatView({ sessionId, messages: initial, lastSeq }: ChatViewProps) {
   const client = useClient();
+  const write = useCan("write");
   const transport = useMemo(() => new SessionTransport(client, sessionId, lastSeq), [client, sessionId, lastSeq]);
   useEffect(() => () => transport.close(), [transport]);
   const { messages, sendMessage, status, error, clearError } = useChat({
@@ -86,7 +87,7 @@ function ChatView({ sessionId, messages: initial, lastSeq }: ChatViewProps) {
             sandbox {shortId(session.sandbox_id)}
           </a>
         )}
-        {session && (
+        {session && write && (
           <button className="danger push-right" onClick={() => void remove(session.agent_id)}>
             Delete session
           </button>
@@ -107,12 +108,16 @@ function ChatView({ sessionId, messages: initial, lastSeq }: ChatViewProps) {
           <button onClick={clearError}>Dismiss</button>
         </div>
       )}
-      <Composer
-        busy={busy}
-        disabled={session?.state === "DELETED"}
-        onSend={(text) => void sendMessage({ text })}
-        onInterrupt={() => void client.interrupt(sessionId).then(refresh, refresh)}
-      />
+      {write ? (
+        <Composer
+          busy={busy}
+          disabled={session?.state === "DELETED"}
+          onSend={(text) => void sendMessage({ text })}
+          onInterrupt={() => void client.interrupt(sessionId).then(refresh, refresh)}
+        />
+      ) : (
+        <p className="composer muted small">Your role reads only: you can follow this conversation, not write in it.</p>
+      )}
     </section>
   );
 }

@@ -1,6 +1,6 @@
 // The Sessions of one Agent, newest first, and a button to start one.
 import { useEffect, useState } from "react";
-import { useClient } from "../auth";
+import { useCan, useClient } from "../auth";
 import { errorText } from "../api/client";
 import { useAsync } from "../ui/useAsync";
 import { Empty, ErrorBanner, Loading } from "../ui/states";
@@ -27,6 +27,7 @@ interface Props {
 
 export function SessionList({ agentId, sessionId }: Props) {
   const client = useClient();
+  const write = useCan("write");
   const list = useAsync(() => client.sessions(agentId), [client, agentId]);
   const { reload } = list;
   useEffect(() => {
@@ -63,9 +64,11 @@ export function SessionList({ agentId, sessionId }: Props) {
     .sort((a, b) => instant(b.updated_at) - instant(a.updated_at));
   return (
     <div className="session-list">
-      <button className="primary wide" onClick={() => void start()} disabled={creating}>
-        {creating ? "Starting…" : "New session"}
-      </button>
+      {write && (
+        <button className="primary wide" onClick={() => void start()} disabled={creating}>
+          {creating ? "Starting…" : "New session"}
+        </button>
+      )}
       {error && (
         <p role="alert" className="error">
           {error}
@@ -73,7 +76,7 @@ export function SessionList({ agentId, sessionId }: Props) {
       )}
       {list.error !== undefined && <ErrorBanner error={list.error} onRetry={list.reload} />}
       {list.loading && !list.data && <Loading />}
-      {list.data && sessions.length === 0 && <Empty title="No sessions yet" />}
+      {list.data && sessions.length === 0 && <Empty title="No sessions yet">{write ? undefined : "Your role reads only."}</Empty>}
       <nav aria-label="Sessions">
         <ul>
           {sessions.map((s) => (

@@ -1,7 +1,7 @@
 // One sandbox: its record kept live by its event stream, its actions, and
 // a terminal and a file browser while it runs.
 import { useEffect, useMemo, useState } from "react";
-import { useClient } from "../auth";
+import { useCan, useClient } from "../auth";
 import type { StateEvent } from "../api/types";
 import { useAsync } from "../ui/useAsync";
 import { ErrorBanner, Loading } from "../ui/states";
@@ -20,6 +20,7 @@ const tabs = [
 
 export function SandboxDetail({ id, tab }: { id: string; tab: string | undefined }) {
   const client = useClient();
+  const write = useCan("write");
   const rec = useAsync(() => client.getSandbox(id), [client, id]);
   const [event, setEvent] = useState<StateEvent | null>(null);
   const followers = useMemo(() => new EventFollowers(client, setEvent, 1), [client]);
@@ -62,10 +63,7 @@ export function SandboxDetail({ id, tab }: { id: string; tab: string | undefined
           </>
         )}
       </dl>
-      <SandboxActions
-        sandbox={sb}
-        onDone={(a) => (a === "delete" ? navigate("sandboxes") : void rec.reload())}
-      />
+      {write && <SandboxActions sandbox={sb} onDone={(a) => (a === "delete" ? navigate("sandboxes") : void rec.reload())} />}
       <div role="tablist" aria-label="Sandbox tools" className="tabs">
         {tabs.map((t) => (
           <a key={t.id} role="tab" aria-selected={current === t.id} href={href("sandboxes", id, t.id)}>
@@ -74,9 +72,10 @@ export function SandboxDetail({ id, tab }: { id: string; tab: string | undefined
         ))}
       </div>
       <div role="tabpanel" className="tabpanel">
-        {!running && <p className="muted">The terminal and files are available while the sandbox is Running.</p>}
-        {running && current === "terminal" && <Terminal sandboxId={id} />}
-        {running && current === "files" && <FileBrowser sandboxId={id} />}
+        {!write && <p className="muted">The terminal and files need the write permission, which your role lacks.</p>}
+        {write && !running && <p className="muted">The terminal and files are available while the sandbox is Running.</p>}
+        {write && running && current === "terminal" && <Terminal sandboxId={id} />}
+        {write && running && current === "files" && <FileBrowser sandboxId={id} />}
       </div>
     </div>
   );

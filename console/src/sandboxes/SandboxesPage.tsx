@@ -1,6 +1,6 @@
 // Sandboxes: the live list with its actions and the create form, or one
 // sandbox's page.
-import { useClient } from "../auth";
+import { useCan, useClient } from "../auth";
 import { useAsync } from "../ui/useAsync";
 import { Empty, ErrorBanner, Loading } from "../ui/states";
 import { relativeTime, shortId } from "../ui/format";
@@ -18,6 +18,7 @@ export function SandboxesPage({ route }: { route: string[] }) {
 
 function SandboxList() {
   const client = useClient();
+  const write = useCan("write");
   const list = useSandboxes(client);
   const profiles = useAsync(() => client.profiles(), [client]);
   return (
@@ -26,10 +27,12 @@ function SandboxList() {
         <h1>Sandboxes</h1>
         {list.loading && list.data && <span className="spinner" role="status" aria-label="Refreshing" />}
       </div>
-      <CreateSandbox profiles={profiles.data?.items ?? []} onCreated={(sid) => navigate("sandboxes", sid)} />
+      {write && <CreateSandbox profiles={profiles.data?.items ?? []} onCreated={(sid) => navigate("sandboxes", sid)} />}
       {list.error !== undefined && <ErrorBanner error={list.error} onRetry={list.reload} />}
       {!list.data && !list.error && <Loading label="Loading sandboxes…" />}
-      {list.data && list.items.length === 0 && <Empty title="No sandboxes">Create one above, or start a chat: each Session gets its own.</Empty>}
+      {list.data && list.items.length === 0 && (
+        <Empty title="No sandboxes">{write ? "Create one above, or start a chat: each Session gets its own." : "You have none."}</Empty>
+      )}
       {list.items.length > 0 && (
         <div className="table-wrap">
           <table className="table" aria-label="Sandboxes">
@@ -60,9 +63,7 @@ function SandboxList() {
                   <td>{s.backend ?? "—"}</td>
                   <td className="truncate">{s.image?.uri || "default"}</td>
                   <td title={s.expiresAt}>{s.expiresAt ? relativeTime(s.expiresAt) : "never"}</td>
-                  <td>
-                    <SandboxActions sandbox={s} onDone={() => void list.reload()} />
-                  </td>
+                  <td>{write && <SandboxActions sandbox={s} onDone={() => void list.reload()} />}</td>
                 </tr>
               ))}
             </tbody>

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api"
+	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/image"
 	"github.com/astrabox/astrabox/internal/backends"
@@ -67,6 +69,15 @@ type Options struct {
 	// LogTo, when set, gets every line the server and the backend log, at
 	// debug level (tests that check what never reaches a log).
 	LogTo io.Writer
+	// Web offers browser sign-in through an OpenID Connect provider
+	// (server.Config.Web; nil: API keys only). Its provider's redirect URL
+	// must be on the server's URL: give Listener to know it beforehand.
+	Web *identityapi.Web
+	// Listener, when set, is where the server first listens (a listener
+	// opened before New, so that its URL is known to what New needs, such
+	// as an identity provider's redirect URL); Env.Start takes it once, a
+	// restarted server listens on a new port.
+	Listener net.Listener
 }
 
 // engines is the servers' engine registry: every kind AstraBox ships,
@@ -100,6 +111,9 @@ type Env struct {
 	hs     *httptest.Server
 	cancel context.CancelFunc
 	logTo  io.Writer
+	web    *identityapi.Web
+	// listener is Options.Listener until Start takes it.
+	listener net.Listener
 	// rebuild makes the backend anew on its data dir with an egress proxy,
 	// for RestartBackend (nil for the process harness).
 	rebuild func(*egress.Manager) (sandbox.Provider, error)
@@ -171,7 +185,7 @@ func New(t testing.TB, o Options) *Env {
 	_, _ = rand.Read(key)
 	ring, _ := vault.New(key)
 	e := &Env{t: t, Backend: o.Backend, Image: image, Store: st, Prov: prov, Ring: ring, MasterKey: key, Egress: o.Egress,
-		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo, rebuild: rebuild}
+		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo, web: o.Web, listener: o.Listener, rebuild: rebuild}
 	e.Start()
 	t.Cleanup(func() {
 		e.Stop()
@@ -191,13 +205,18 @@ func (e *Env) Start() {
 	}
 	srv, err := server.New(server.Config{Store: e.Store, Backends: map[string]sandbox.Provider{e.Backend: e.Prov},
 		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring, Engines: engines(e.Image),
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Egress: e.Egress, Logger: logger(e.t, e.logTo)})
+		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Egress: e.Egress, Web: e.web, Logger: logger(e.t, e.logTo)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.Server, e.cancel = srv, cancel
-	e.hs = httptest.NewServer(srv.Handler)
+	e.hs = httptest.NewUnstartedServer(srv.Handler)
+	if e.listener != nil {
+		e.hs.Listener.Close()
+		e.hs.Listener, e.listener = e.listener, nil
+	}
+	e.hs.Start()
 	e.URL = e.hs.URL
 	if err := srv.Start(ctx); err != nil {
 		e.t.Fatal(err)
