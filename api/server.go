@@ -172,7 +172,9 @@ func (s *Server) routes() {
 		s.handle("POST "+prefix+"/sandboxes/{id}/pause", identity.ScopeWrite, s.pauseSandbox)
 		s.handle("POST "+prefix+"/sandboxes/{id}/resume", identity.ScopeWrite, s.resumeSandbox)
 		s.handle("POST "+prefix+"/sandboxes/{id}/renew-expiration", identity.ScopeWrite, s.renewSandbox)
-		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", identity.ScopeRead, s.getEndpoint)
+		// An endpoint's token opens the box's port through the proxy,
+		// which needs write: so does handing one out.
+		s.handle("GET "+prefix+"/sandboxes/{id}/endpoints/{port}", identity.ScopeWrite, s.getEndpoint)
 		s.handle("GET "+prefix+"/sandboxes/{id}/events", identity.ScopeRead, s.sandboxEvents)
 		// The OpenSandbox SDKs report client-side telemetry here; AstraBox
 		// accepts and drops it.
