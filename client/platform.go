@@ -88,6 +88,23 @@ func (c *Client) UpdateAgent(ctx context.Context, id string, req AgentRequest) (
 	return out, err
 }
 
+// AgentAccess returns who sees and manages an Agent (anyone who sees it
+// may ask).
+func (c *Client) AgentAccess(ctx context.Context, id string) (AgentAccess, error) {
+	var out AgentAccess
+	err := c.apiJSON(ctx, http.MethodGet, "/agents/"+url.PathEscape(id)+"/access", nil, nil, &out, nil)
+	return out, err
+}
+
+// SetAgentAccess replaces an Agent's visibility, allowed users and admins
+// (its owner, one of its admins or an administrator may; FORBIDDEN
+// otherwise).
+func (c *Client) SetAgentAccess(ctx context.Context, id string, access AgentAccess) (AgentAccess, error) {
+	var out AgentAccess
+	err := c.apiJSON(ctx, http.MethodPut, "/agents/"+url.PathEscape(id)+"/access", nil, access, &out, nil)
+	return out, err
+}
+
 // DeleteAgent removes an Agent.
 func (c *Client) DeleteAgent(ctx context.Context, id string) error {
 	return c.apiJSON(ctx, http.MethodDelete, "/agents/"+url.PathEscape(id), nil, nil, nil, nil)

@@ -44,6 +44,10 @@ type (
 	// AgentRequest creates an Agent or replaces one's fields (see
 	// wire.AgentRequest for the defaults and Version).
 	AgentRequest = wire.AgentRequest
+	// AgentAccess is who sees and manages an Agent: its visibility
+	// (VisibilityPrivate, VisibilityShared, VisibilityPublic), the users
+	// a shared Agent is shared with, and its admins besides its owner.
+	AgentAccess = wire.AgentAccess
 	// Session is a conversation with an Agent; its nullable fields are
 	// pointers (nil: JSON null).
 	Session = wire.Session
