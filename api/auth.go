@@ -28,10 +28,13 @@ type Rule struct {
 // or serve nothing private; see routes.
 func (s *Server) Rules() []Rule { return append([]Rule(nil), s.rules...) }
 
-// presentedKey returns the key r carries: the OpenSandbox header, else an
-// "Authorization: Bearer" token ("" when neither).
-func presentedKey(r *http.Request) string {
-	if key := r.Header.Get(HeaderAPIKey); key != "" {
+// presentedKey returns the key r carries: the OpenSandbox header, else,
+// where bearer is true, an "Authorization: Bearer" token. The OpenSandbox
+// routes and the sandbox proxy take the header only, as OpenSandbox does
+// (an Authorization header there may be meant for the box); the
+// platform's and identity's routes and the Shipyard facade take both.
+func presentedKey(r *http.Request, bearer bool) string {
+	if key := r.Header.Get(HeaderAPIKey); key != "" || !bearer {
 		return key
 	}
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -53,7 +56,13 @@ func (s *Server) PublicRoutes() []string { return append([]string(nil), s.public
 // browser names one, come from this origin: another site's page can
 // neither send that header nor read the answer.
 func (s *Server) authenticate(r *http.Request) (*identity.Principal, error) {
-	if key := presentedKey(r); key != "" {
+	return s.authenticateAs(r, true)
+}
+
+// authenticateAs is authenticate, with bearer tokens taken where bearer
+// is true (presentedKey).
+func (s *Server) authenticateAs(r *http.Request, bearer bool) (*identity.Principal, error) {
+	if key := presentedKey(r, bearer); key != "" {
 		return s.auth.Authenticate(r.Context(), key)
 	}
 	if s.cfg.Gateway.Present(r) {
@@ -77,7 +86,7 @@ func (s *Server) authenticate(r *http.Request) (*identity.Principal, error) {
 // (the sandbox proxy: a browser reaches a box with an endpoint token, never
 // with its session cookie).
 func (s *Server) authenticateKey(r *http.Request) (*identity.Principal, error) {
-	return s.auth.Authenticate(r.Context(), presentedKey(r))
+	return s.auth.Authenticate(r.Context(), presentedKey(r, false))
 }
 
 // handle registers a route that needs scope need (handleRoute).
@@ -105,8 +114,9 @@ func (s *Server) handleRoute(rt httpx.Route) {
 	}
 	s.rules = append(s.rules, Rule{Pattern: rt.Pattern, Need: need})
 	boxRoute := strings.Contains(rt.Pattern, "/sandboxes/{id}")
+	bearer := strings.Contains(rt.Pattern, " /api/")
 	s.mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authenticate(r)
+		p, err := s.authenticateAs(r, bearer)
 		if err != nil {
 			httpx.WriteError(w, err)
 			return

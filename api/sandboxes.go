@@ -159,12 +159,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return 0, nil, err
 		}
-		creq.Owner = ownerOf(r.Context())
-		if creq.SnapshotID != "" && !identity.PrincipalFrom(r.Context()).IsAdmin() {
-			// Snapshots have no owner of their own yet: only an
-			// administrator, who sees them all, starts a box from one.
-			return 0, nil, identity.Forbidden("starting a sandbox from a snapshot needs the admin permission")
-		}
+		// The box is the caller's. It starts from a snapshot, and mounts
+		// named volumes, of the caller's only, unless the caller is an
+		// administrator (lifecycle answers NOT_FOUND for another's).
+		creq.Owner = callerOf(r.Context())
 		rec, err := s.svc.Create(r.Context(), creq)
 		if err != nil {
 			return 0, nil, err

@@ -182,11 +182,14 @@ func (s *Server) routes() {
 		s.handle("GET "+prefix+"/profiles", identity.ScopeRead, s.listProfiles)
 		s.handleRoute(httpx.Route{Pattern: "PUT " + prefix + "/profiles/{name}", Need: "admin", Audit: "profile.put", Handler: s.putProfile})
 		s.handle("POST "+prefix+"/sandboxes/{id}/snapshots", identity.ScopeWrite, s.createSnapshot)
-		s.handle("GET "+prefix+"/snapshots", identity.ScopeAdmin, s.listSnapshots)
-		s.handle("GET "+prefix+"/snapshots/{sid}", identity.ScopeAdmin, s.getSnapshot)
-		s.handleRoute(httpx.Route{Pattern: "DELETE " + prefix + "/snapshots/{sid}", Need: "admin", Audit: "snapshot.delete", Handler: s.deleteSnapshot})
-		s.handle("GET "+prefix+"/volumes", identity.ScopeAdmin, s.listVolumes)
-		s.handleRoute(httpx.Route{Pattern: "DELETE " + prefix + "/volumes/{name}", Need: "admin", Audit: "volume.delete", Handler: s.deleteVolume})
+		// Snapshots and named volumes are their owners' (lifecycle's
+		// owners.go): the routes answer a user's own, an administrator's
+		// every one.
+		s.handle("GET "+prefix+"/snapshots", identity.ScopeRead, s.listSnapshots)
+		s.handle("GET "+prefix+"/snapshots/{sid}", identity.ScopeRead, s.getSnapshot)
+		s.handleRoute(httpx.Route{Pattern: "DELETE " + prefix + "/snapshots/{sid}", Need: "write", Audit: "snapshot.delete", Handler: s.deleteSnapshot})
+		s.handle("GET "+prefix+"/volumes", identity.ScopeRead, s.listVolumes)
+		s.handleRoute(httpx.Route{Pattern: "DELETE " + prefix + "/volumes/{name}", Need: "write", Audit: "volume.delete", Handler: s.deleteVolume})
 	}
 	s.egressRoutes()
 	ids := identityapi.New(identityapi.Config{Accounts: s.cfg.Accounts, Auth: s.auth, Web: s.cfg.Web, MaxBodyBytes: s.cfg.MaxBodyBytes})
@@ -227,7 +230,7 @@ func (s *Server) routes() {
 
 // authorized reports whether r authenticates (any user, any scope).
 func (s *Server) authorized(r *http.Request) bool {
-	_, err := s.authenticate(r)
+	_, err := s.authenticateAs(r, false)
 	return err == nil
 }
 

@@ -1,14 +1,26 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/wire"
+	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 )
+
+// callerOf returns the caller of ctx as lifecycle asks about snapshots and
+// volumes: the owner of what it makes, who sees only its own unless an
+// administrator (Admin), who sees and uses every user's. What the caller
+// may not see is answered NOT_FOUND, as a missing one is.
+func callerOf(ctx context.Context) lifecycle.Owner {
+	o := ownerOf(ctx)
+	o.Admin = identity.PrincipalFrom(ctx).IsAdmin()
+	return o
+}
 
 // toWireSnapshot shows a snapshot as the lifecycle API does. Snapshots
 // are captured before the create call answers, so every listed one is
@@ -21,7 +33,7 @@ func toWireSnapshot(info sandbox.SnapshotInfo) wire.Snapshot {
 
 // createSnapshot answers POST /sandboxes/{id}/snapshots: 202 with the
 // snapshot, Ready (capture happens within the call, the sandbox paused
-// meanwhile where the backend needs it).
+// meanwhile where the backend needs it), owned by the caller.
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	var req wire.CreateSnapshotRequest
 	if r.ContentLength != 0 {
@@ -30,7 +42,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	info, err := s.svc.CreateSnapshot(r.Context(), r.PathValue("id"), req.Name)
+	info, err := s.svc.CreateSnapshot(r.Context(), r.PathValue("id"), req.Name, callerOf(r.Context()))
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -39,7 +51,8 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusAccepted, toWireSnapshot(info))
 }
 
-// listSnapshots answers GET /snapshots?sandboxId=&state=&page=&pageSize=.
+// listSnapshots answers GET /snapshots?sandboxId=&state=&page=&pageSize=:
+// the caller's snapshots (an administrator's: all).
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	page, pageSize := 1, 20
@@ -57,7 +70,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 			*p.dst = n
 		}
 	}
-	all, err := s.svc.ListSnapshots(r.Context(), lifecycle.SnapshotFilter{SandboxID: q.Get("sandboxId")})
+	all, err := s.svc.ListSnapshots(r.Context(), callerOf(r.Context()), lifecycle.SnapshotFilter{SandboxID: q.Get("sandboxId")})
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -91,9 +104,10 @@ func filterSnapshots(items []wire.Snapshot, states map[string]bool) []wire.Snaps
 	return out
 }
 
-// getSnapshot answers GET /snapshots/{sid}.
+// getSnapshot answers GET /snapshots/{sid}: 404 NOT_FOUND for another
+// user's, unless the caller is an administrator.
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	info, err := s.svc.GetSnapshot(r.Context(), r.PathValue("sid"))
+	info, err := s.svc.GetSnapshot(r.Context(), callerOf(r.Context()), r.PathValue("sid"))
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -101,9 +115,10 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, toWireSnapshot(info))
 }
 
-// deleteSnapshot answers DELETE /snapshots/{sid}: 204.
+// deleteSnapshot answers DELETE /snapshots/{sid}: 204, or 404 NOT_FOUND
+// for another user's, unless the caller is an administrator.
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteSnapshot(r.Context(), r.PathValue("sid")); err != nil {
+	if err := s.svc.DeleteSnapshot(r.Context(), callerOf(r.Context()), r.PathValue("sid")); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}

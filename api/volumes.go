@@ -47,10 +47,11 @@ func toVolumes(in []wire.Volume) ([]sandbox.Volume, error) {
 	return out, nil
 }
 
-// listVolumes answers GET /v1/volumes[?backend=NAME] (addition): every
-// named volume of the enabled backends, with the sandboxes using it.
+// listVolumes answers GET /v1/volumes[?backend=NAME] (addition): the
+// caller's named volumes of the enabled backends (an administrator's:
+// every one), with the sandboxes using each.
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
-	vols, err := s.svc.ListVolumes(r.Context(), r.URL.Query().Get("backend"))
+	vols, err := s.svc.ListVolumes(r.Context(), callerOf(r.Context()), r.URL.Query().Get("backend"))
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -68,10 +69,11 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteVolume answers DELETE /v1/volumes/{name}[?backend=NAME]
-// (addition): 204, 404 NOT_FOUND, or 409 CONFLICT while a sandbox mounts
+// (addition): 204, 404 NOT_FOUND (also for another user's volume, unless
+// the caller is an administrator), or 409 CONFLICT while a sandbox mounts
 // it.
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteVolume(r.Context(), r.URL.Query().Get("backend"), r.PathValue("name")); err != nil {
+	if err := s.svc.DeleteVolume(r.Context(), callerOf(r.Context()), r.URL.Query().Get("backend"), r.PathValue("name")); err != nil {
 		httpx.WriteError(w, err)
 		return
 	}

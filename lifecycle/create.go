@@ -56,6 +56,10 @@ type CreateRequest struct {
 type Owner struct {
 	UserID string
 	OrgID  string
+	// Admin says the user acts as an administrator: they may start a box
+	// from any user's snapshot and mount any user's named volume (see
+	// owners.go). What they make is still theirs.
+	Admin bool
 }
 
 // newID returns a sandbox id: 20 lower-case alphanumerics.
@@ -175,6 +179,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	if err := s.claimVolumes(ctx, backend, spec.Volumes, req.Owner); err != nil {
+		return nil, err
 	}
 	if prof.PoolSize > 0 && !spec.CredentialProxy { // pool boxes have no credential proxy
 		rec, err := s.claim(ctx, poolKey(prof.Name, s.unit(ctx, backend), spec), spec, specJSON, req.Owner)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
 )
 
 // Snapshots are kept by the backends (sandbox.Snapshotter): a committed
@@ -16,6 +17,9 @@ import (
 // listed is Ready; one that failed left nothing), so there is no state
 // beside the backend's to remember, and nothing can drift. A snapshot's
 // backend is found by asking each enabled backend that keeps snapshots.
+// The store keeps only who owns each snapshot (see owners.go): a user
+// sees, deletes and starts boxes from their own, an administrator from
+// every one.
 
 // SnapshotFilter selects snapshots; zero fields select everything.
 type SnapshotFilter struct {
@@ -26,10 +30,12 @@ type SnapshotFilter struct {
 const maxSnapshotName = 256
 
 // CreateSnapshot captures running sandbox id as a new snapshot named
-// name (optional) and returns it, Ready. Errors: SANDBOX_NOT_FOUND;
+// name (optional), owned by owner (with owner.UserID "": the
+// administrator's), and returns it, Ready. Errors: SANDBOX_NOT_FOUND;
 // CONFLICT unless the sandbox is Running; CAPABILITY_NOT_SUPPORTED where
 // its backend keeps no snapshots; the backend's (see sandbox.Snapshotter).
-func (s *Service) CreateSnapshot(ctx context.Context, id, name string) (sandbox.SnapshotInfo, error) {
+// Whether owner may snapshot the sandbox is the caller's to check.
+func (s *Service) CreateSnapshot(ctx context.Context, id, name string, owner Owner) (sandbox.SnapshotInfo, error) {
 	if len(name) > maxSnapshotName || strings.ContainsAny(name, "\x00\n\r") {
 		return sandbox.SnapshotInfo{}, sandbox.Errorf(sandbox.CodeInvalidRequest, "snapshot name must be at most %d bytes on one line", maxSnapshotName)
 	}
@@ -53,8 +59,20 @@ func (s *Service) CreateSnapshot(ctx context.Context, id, name string) (sandbox.
 	}
 	unlock := s.lock(id)
 	defer unlock()
-	info, err := sn.Snapshot(ctx, id, sandbox.SnapshotRequest{ID: newSnapshotID(), Name: name, Entrypoint: rec.Entrypoint})
+	// The owner is recorded before the capture, so that the snapshot is
+	// never listed without it; a failed capture forgets it.
+	sid := newSnapshotID()
+	if owner.UserID != "" {
+		if err := s.cfg.Store.SetOwner(ctx, &store.ResourceOwner{Kind: store.ResourceSnapshot, Backend: rec.Backend, Name: sid,
+			OwnerID: owner.UserID, OrgID: owner.OrgID}); err != nil {
+			return sandbox.SnapshotInfo{}, fmt.Errorf("record the snapshot's owner: %w", err)
+		}
+	}
+	info, err := sn.Snapshot(ctx, id, sandbox.SnapshotRequest{ID: sid, Name: name, Entrypoint: rec.Entrypoint})
 	if err != nil {
+		if owner.UserID != "" {
+			s.forgetOwner(ctx, store.ResourceSnapshot, rec.Backend, sid)
+		}
 		return sandbox.SnapshotInfo{}, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	info.Backend = rec.Backend
@@ -73,9 +91,14 @@ func newSnapshotID() string {
 	return "snap-" + string(b[:])
 }
 
-// ListSnapshots returns the snapshots of every enabled backend that keeps
-// them, matching f, oldest first.
-func (s *Service) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]sandbox.SnapshotInfo, error) {
+// ListSnapshots returns the snapshots that as may see (its own; an
+// administrator's: all) of every enabled backend that keeps them, matching
+// f, oldest first.
+func (s *Service) ListSnapshots(ctx context.Context, as Owner, f SnapshotFilter) ([]sandbox.SnapshotInfo, error) {
+	visible, err := s.visibleTo(ctx, as, store.ResourceSnapshot)
+	if err != nil {
+		return nil, err
+	}
 	out := []sandbox.SnapshotInfo{}
 	for _, name := range s.backendNames() {
 		sn, ok := s.cfg.Backends[name].(sandbox.Snapshotter)
@@ -88,7 +111,7 @@ func (s *Service) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]sandbo
 		}
 		for _, info := range list {
 			info.Backend = name
-			if f.SandboxID == "" || info.SandboxID == f.SandboxID {
+			if (f.SandboxID == "" || info.SandboxID == f.SandboxID) && (visible == nil || visible(name, info.ID)) {
 				out = append(out, info)
 			}
 		}
@@ -102,33 +125,44 @@ func (s *Service) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]sandbo
 	return out, nil
 }
 
-// GetSnapshot returns snapshot sid; NOT_FOUND when no backend has it.
-func (s *Service) GetSnapshot(ctx context.Context, sid string) (sandbox.SnapshotInfo, error) {
+// GetSnapshot returns snapshot sid; NOT_FOUND when no backend has it or
+// it is another user's and as is no administrator.
+func (s *Service) GetSnapshot(ctx context.Context, as Owner, sid string) (sandbox.SnapshotInfo, error) {
 	if err := sandbox.ValidateSnapshotID(sid); err != nil {
 		return sandbox.SnapshotInfo{}, err
 	}
-	all, err := s.ListSnapshots(ctx, SnapshotFilter{})
+	all, err := s.ListSnapshots(ctx, Owner{Admin: true}, SnapshotFilter{})
 	if err != nil {
 		return sandbox.SnapshotInfo{}, err
 	}
 	for _, info := range all {
-		if info.ID == sid {
-			return info, nil
+		if info.ID != sid {
+			continue
 		}
+		owner, err := s.ownerOf(ctx, store.ResourceSnapshot, info.Backend, sid)
+		if err != nil {
+			return sandbox.SnapshotInfo{}, err
+		}
+		if !as.owns(owner.UserID) {
+			break
+		}
+		return info, nil
 	}
 	return sandbox.SnapshotInfo{}, sandbox.Errorf(sandbox.CodeNotFound, "snapshot %q not found", sid)
 }
 
-// DeleteSnapshot removes snapshot sid from its backend. Sandboxes made
-// from it are not affected where the backend allows (else CONFLICT).
-func (s *Service) DeleteSnapshot(ctx context.Context, sid string) error {
-	info, err := s.GetSnapshot(ctx, sid)
+// DeleteSnapshot removes snapshot sid, which as may see (GetSnapshot),
+// from its backend, and its owner's record. Sandboxes made from it are not
+// affected where the backend allows (else CONFLICT).
+func (s *Service) DeleteSnapshot(ctx context.Context, as Owner, sid string) error {
+	info, err := s.GetSnapshot(ctx, as, sid)
 	if err != nil {
 		return err
 	}
 	if err := s.cfg.Backends[info.Backend].(sandbox.Snapshotter).DeleteSnapshot(ctx, sid); err != nil {
 		return fmt.Errorf("delete snapshot %s: %w", sid, err)
 	}
+	s.forgetOwner(ctx, store.ResourceSnapshot, info.Backend, sid)
 	s.log.Info("snapshot deleted", "snapshot_id", sid, "backend", info.Backend)
 	return nil
 }
@@ -136,8 +170,9 @@ func (s *Service) DeleteSnapshot(ctx context.Context, sid string) error {
 // fromSnapshot points a create request naming a snapshot at it: its
 // backend, its image, and (unless the request names one) its entrypoint,
 // or `tail -f /dev/null` as OpenSandbox defaults it. Errors: NOT_FOUND
-// for an unknown snapshot, INVALID_REQUEST_BODY for a request that also
-// names an image or another backend.
+// for an unknown snapshot or one the request's owner may not use (another
+// user's, unless the owner is an administrator), INVALID_REQUEST_BODY for
+// a request that also names an image or another backend.
 func (s *Service) fromSnapshot(ctx context.Context, req *CreateRequest) error {
 	if req.SnapshotID == "" {
 		return nil
@@ -145,7 +180,7 @@ func (s *Service) fromSnapshot(ctx context.Context, req *CreateRequest) error {
 	if req.Image != "" {
 		return sandbox.Errorf(sandbox.CodeInvalidRequest, "give image or snapshotId, not both")
 	}
-	info, err := s.GetSnapshot(ctx, req.SnapshotID)
+	info, err := s.GetSnapshot(ctx, req.Owner, req.SnapshotID)
 	if err != nil {
 		return err
 	}

@@ -7,19 +7,27 @@ import (
 	"strings"
 
 	"github.com/astrabox/astrabox/sandbox"
+	"github.com/astrabox/astrabox/store"
 )
 
 // Named volumes are kept by the backends themselves (a directory per
 // volume on native, an engine volume on docker) and are not recorded in
 // the store: the backend's state is the one truth about what exists and
 // what mounts it, and a record beside it could only drift. So the service
-// only forwards to the backends that keep volumes (sandbox.Volumer).
+// only forwards to the backends that keep volumes (sandbox.Volumer). The
+// store keeps only who owns each volume (see owners.go): a user lists,
+// mounts and deletes their own, an administrator every one.
 
-// ListVolumes returns the named volumes of backend ("" for every enabled
-// backend that keeps them), by backend then name. An unknown or disabled
-// backend is CodeInvalidRequest; one without volumes lists none.
-func (s *Service) ListVolumes(ctx context.Context, backend string) ([]sandbox.VolumeInfo, error) {
+// ListVolumes returns the named volumes that as may see (its own; an
+// administrator's: all) of backend ("" for every enabled backend that
+// keeps them), by backend then name. An unknown or disabled backend is
+// CodeInvalidRequest; one without volumes lists none.
+func (s *Service) ListVolumes(ctx context.Context, as Owner, backend string) ([]sandbox.VolumeInfo, error) {
 	names, err := s.volumeBackends(backend)
+	if err != nil {
+		return nil, err
+	}
+	visible, err := s.visibleTo(ctx, as, store.ResourceVolume)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +39,9 @@ func (s *Service) ListVolumes(ctx context.Context, backend string) ([]sandbox.Vo
 		}
 		for _, v := range vols {
 			v.Backend = name
-			out = append(out, v)
+			if visible == nil || visible(name, v.Name) {
+				out = append(out, v)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b sandbox.VolumeInfo) int {
@@ -40,16 +50,18 @@ func (s *Service) ListVolumes(ctx context.Context, backend string) ([]sandbox.Vo
 	return out, nil
 }
 
-// DeleteVolume removes named volume name from backend, or, with backend
-// "", from the one enabled backend that has it (CodeInvalidRequest when
-// several do). Errors: CodeNotFound, CodeConflict for a volume a sandbox
-// mounts (see sandbox.Volumer).
-func (s *Service) DeleteVolume(ctx context.Context, backend, name string) error {
+// DeleteVolume removes named volume name, which as may see, from
+// backend, or, with backend "", from the one enabled backend where as sees
+// it (CodeInvalidRequest when several are), and its owner's record.
+// Errors: CodeNotFound (also for another user's volume, unless as is an
+// administrator), CodeConflict for a volume a sandbox mounts (see
+// sandbox.Volumer).
+func (s *Service) DeleteVolume(ctx context.Context, as Owner, backend, name string) error {
 	if err := sandbox.ValidateVolumeName(name); err != nil {
 		return err
 	}
 	if backend == "" {
-		vols, err := s.ListVolumes(ctx, "")
+		vols, err := s.ListVolumes(ctx, as, "")
 		if err != nil {
 			return err
 		}
@@ -75,9 +87,17 @@ func (s *Service) DeleteVolume(ctx context.Context, backend, name string) error 
 	if len(names) == 0 {
 		return sandbox.Errorf(sandbox.CodeNotFound, "volume %q not found (backend %s keeps no volumes)", name, backend)
 	}
+	owner, err := s.ownerOf(ctx, store.ResourceVolume, backend, name)
+	if err != nil {
+		return err
+	}
+	if !as.owns(owner.UserID) {
+		return volumeNotFound(name)
+	}
 	if err := s.cfg.Backends[backend].(sandbox.Volumer).DeleteVolume(ctx, name); err != nil {
 		return fmt.Errorf("delete volume %s on %s: %w", name, backend, err)
 	}
+	s.forgetOwner(ctx, store.ResourceVolume, backend, name)
 	s.log.Info("volume deleted", "backend", backend, "volume", name)
 	return nil
 }

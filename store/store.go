@@ -215,6 +215,7 @@ type Store interface {
 	APIKeys
 	Audit
 	WebSessions
+	ResourceOwners
 
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error

@@ -221,6 +221,12 @@ func testCanceledContext(t *testing.T, st store.Store) {
 		{"AppendNativeState", func() error { _, err := st.AppendNativeState(ctx, "s", 0, 0, []byte("x")); return err }},
 		{"NativeState", func() error { _, err := st.NativeState(ctx, "s"); return err }},
 		{"ResetNativeState", func() error { return st.ResetNativeState(ctx, "s", 0) }},
+		{"SetOwner", func() error {
+			return st.SetOwner(ctx, &store.ResourceOwner{Kind: store.ResourceVolume, Backend: "b", Name: "v", OwnerID: "u"})
+		}},
+		{"GetOwner", func() error { _, err := st.GetOwner(ctx, store.ResourceVolume, "b", "v"); return err }},
+		{"ListOwned", func() error { _, err := st.ListOwned(ctx, store.ResourceVolume, ""); return err }},
+		{"DeleteOwner", func() error { return st.DeleteOwner(ctx, store.ResourceVolume, "b", "v") }},
 		{"Ping", func() error { return st.Ping(ctx) }},
 	}
 	for _, c := range calls {

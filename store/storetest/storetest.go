@@ -74,6 +74,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"APIKeys", testAPIKeys},
 		{"Audit", testAudit},
 		{"WebSessions", testWebSessions},
+		{"ResourceOwners", testResourceOwners},
+		{"ResourceOwnerRace", testResourceOwnerRace},
 		{"Concurrent", testConcurrent},
 		{"CreateRace", testCreateRace},
 		{"Pools", testPools},
