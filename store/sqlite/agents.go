@@ -73,16 +73,10 @@ func (st *Store) CreateAgent(ctx context.Context, a *store.Agent) error {
 	if err != nil {
 		return fmt.Errorf("create agent: %w", err)
 	}
-	res, err := st.w.ExecContext(ctx, `INSERT INTO agents (`+agentColumns+`)
+	if err := st.execOne(ctx, "create agent", a.ID, store.ErrConflict, `INSERT INTO agents (`+agentColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		append(append([]any{a.ID}, args...), a.OwnerID, a.OrgID, micros(a.CreatedAt), micros(a.UpdatedAt))...)
-	if err != nil {
-		return fmt.Errorf("create agent: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create agent: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("create agent %s: %w", a.ID, store.ErrConflict)
+		append(append([]any{a.ID}, args...), a.OwnerID, a.OrgID, micros(a.CreatedAt), micros(a.UpdatedAt))...); err != nil {
+		return err
 	}
 	a.Version = 1
 	return nil
@@ -135,16 +129,7 @@ func (st *Store) UpdateAgent(ctx context.Context, a *store.Agent) error {
 // DeleteAgent removes the record; ErrNotFound if absent. The agent's
 // sessions are kept.
 func (st *Store) DeleteAgent(ctx context.Context, id string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM agents WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete agent: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete agent: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete agent %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete agent", id, store.ErrNotFound, `DELETE FROM agents WHERE id = ?`, id)
 }
 
 // ListAgents returns up to limit records with ID > afterID ordered by ID

@@ -86,16 +86,7 @@ func (st *Store) CompleteIdempotency(ctx context.Context, rec store.Idempotency)
 
 // DeleteIdempotency removes the record key; ErrNotFound if absent.
 func (st *Store) DeleteIdempotency(ctx context.Context, key string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM idempotency WHERE key = ?`, key)
-	if err != nil {
-		return fmt.Errorf("delete idempotency: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete idempotency: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete idempotency %s: %w", key, store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete idempotency", key, store.ErrNotFound, `DELETE FROM idempotency WHERE key = ?`, key)
 }
 
 // DeleteIdempotencyBefore removes records created before t.

@@ -34,17 +34,11 @@ func scanUser(row rowScanner) (*store.User, error) {
 // ErrConflict if the id or a non-empty (Issuer, Subject) exists.
 func (st *Store) CreateUser(ctx context.Context, u *store.User) error {
 	u.CreatedAt = fromMicros(micros(nowIfZero(u.CreatedAt)))
-	res, err := st.w.ExecContext(ctx, `INSERT INTO users (`+userColumns+`)
+	if err := st.execOne(ctx, "create user", u.ID, store.ErrConflict, `INSERT INTO users (`+userColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`,
 		u.ID, u.Kind, u.Issuer, u.Subject, u.Email, u.DisplayName, u.Role, u.Disabled, u.OrgID,
-		micros(u.CreatedAt), nullMicros(u.LastLoginAt))
-	if err != nil {
-		return fmt.Errorf("create user: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create user: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("create user %s: %w", u.ID, store.ErrConflict)
+		micros(u.CreatedAt), nullMicros(u.LastLoginAt)); err != nil {
+		return err
 	}
 	u.Version = 1
 	return nil
@@ -138,19 +132,10 @@ func (st *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 	if err != nil {
 		return fmt.Errorf("create api key: %w", err)
 	}
-	res, err := st.w.ExecContext(ctx, `INSERT INTO api_keys (`+apiKeyColumns+`)
+	return st.execOne(ctx, "create api key", k.ID, store.ErrConflict, `INSERT INTO api_keys (`+apiKeyColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		k.ID, k.UserID, k.Name, k.SecretHash, enc, micros(k.CreatedAt),
 		nullMicros(k.ExpiresAt), nullMicros(k.LastUsedAt), nullMicros(k.RevokedAt))
-	if err != nil {
-		return fmt.Errorf("create api key: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create api key: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("create api key %s: %w", k.ID, store.ErrConflict)
-	}
-	return nil
 }
 
 // GetAPIKey returns the record or ErrNotFound.
@@ -187,15 +172,6 @@ func (st *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (*st
 
 // TouchAPIKey moves LastUsedAt forward to at; ErrNotFound if absent.
 func (st *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
-	res, err := st.w.ExecContext(ctx, `UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, 0), ?)
+	return st.execOne(ctx, "touch api key", id, store.ErrNotFound, `UPDATE api_keys SET last_used_at = MAX(COALESCE(last_used_at, 0), ?)
 		WHERE id = ?`, micros(at), id)
-	if err != nil {
-		return fmt.Errorf("touch api key: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("touch api key: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("touch api key %s: %w", id, store.ErrNotFound)
-	}
-	return nil
 }

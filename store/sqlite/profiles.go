@@ -78,14 +78,5 @@ func (st *Store) ListProfiles(ctx context.Context) ([]store.Profile, error) {
 
 // DeleteProfile removes a profile; ErrNotFound if absent.
 func (st *Store) DeleteProfile(ctx context.Context, name string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM profiles WHERE name = ?`, name)
-	if err != nil {
-		return fmt.Errorf("delete profile: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete profile: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete profile %s: %w", name, store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete profile", name, store.ErrNotFound, `DELETE FROM profiles WHERE name = ?`, name)
 }

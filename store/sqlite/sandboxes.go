@@ -184,16 +184,7 @@ func (st *Store) UpdateSandbox(ctx context.Context, s *store.Sandbox) error {
 // DeleteSandbox removes the record and its metadata rows; ErrNotFound if
 // absent. Its events are kept.
 func (st *Store) DeleteSandbox(ctx context.Context, id string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete sandbox: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete sandbox: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete sandbox %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete sandbox", id, store.ErrNotFound, `DELETE FROM sandboxes WHERE id = ?`, id)
 }
 
 // listWhere returns the WHERE clause (with a leading space, or empty) that

@@ -71,16 +71,7 @@ func (st *Store) GetSandboxVault(ctx context.Context, sandboxID string) (*store.
 
 // DeleteSandboxVault removes the record; ErrNotFound if absent.
 func (st *Store) DeleteSandboxVault(ctx context.Context, sandboxID string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM sandbox_vaults WHERE sandbox_id = ?`, sandboxID)
-	if err != nil {
-		return fmt.Errorf("delete sandbox vault: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete sandbox vault: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete sandbox vault %s: %w", sandboxID, store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete sandbox vault", sandboxID, store.ErrNotFound, `DELETE FROM sandbox_vaults WHERE sandbox_id = ?`, sandboxID)
 }
 
 // ListSandboxVaults returns up to limit records with SandboxID > afterID

@@ -185,3 +185,25 @@ func (st *Store) missOrConflict(ctx context.Context, op, exists, key string, ver
 	}
 	return fmt.Errorf("%s %s version %d: %w", op, key, version, store.ErrConflict)
 }
+
+// execOne runs a write that must change a row: when it changes none, the
+// answer is miss (ErrConflict for an insert that found its key taken,
+// ErrNotFound for an update or delete that found no row), named by op and
+// key.
+func (st *Store) execOne(ctx context.Context, op, key string, miss error, query string, args ...any) error {
+	res, err := st.w.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n == 0 {
+		if key == "" {
+			return fmt.Errorf("%s: %w", op, miss)
+		}
+		return fmt.Errorf("%s %s: %w", op, key, miss)
+	}
+	return nil
+}

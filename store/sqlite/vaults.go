@@ -45,16 +45,10 @@ func (st *Store) CreateVault(ctx context.Context, v *store.Vault) error {
 	if err != nil {
 		return fmt.Errorf("create vault: %w", err)
 	}
-	res, err := st.w.ExecContext(ctx, `INSERT INTO vaults (`+vaultColumns+`)
+	if err := st.execOne(ctx, "create vault", v.ID, store.ErrConflict, `INSERT INTO vaults (`+vaultColumns+`)
 		VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		v.ID, v.Name, v.Description, string(secrets), micros(v.CreatedAt), micros(v.UpdatedAt))
-	if err != nil {
-		return fmt.Errorf("create vault: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create vault: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("create vault %s: %w", v.ID, store.ErrConflict)
+		v.ID, v.Name, v.Description, string(secrets), micros(v.CreatedAt), micros(v.UpdatedAt)); err != nil {
+		return err
 	}
 	v.Version = 1
 	return nil
@@ -99,16 +93,7 @@ func (st *Store) UpdateVault(ctx context.Context, v *store.Vault) error {
 
 // DeleteVault removes the record; ErrNotFound if absent.
 func (st *Store) DeleteVault(ctx context.Context, id string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM vaults WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete vault: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete vault: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete vault %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete vault", id, store.ErrNotFound, `DELETE FROM vaults WHERE id = ?`, id)
 }
 
 // ListVaults returns up to limit records with ID > afterID ordered by ID

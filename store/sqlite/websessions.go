@@ -14,18 +14,9 @@ import (
 // the id or the flow exists.
 func (st *Store) CreateWebSession(ctx context.Context, s *store.WebSession) error {
 	s.CreatedAt = fromMicros(micros(nowIfZero(s.CreatedAt)))
-	res, err := st.w.ExecContext(ctx, `INSERT INTO web_sessions (id, user_id, flow_id, created_at, expires_at)
+	return st.execOne(ctx, "create web session", "", store.ErrConflict, `INSERT INTO web_sessions (id, user_id, flow_id, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		s.ID, s.UserID, s.FlowID, micros(s.CreatedAt), micros(s.ExpiresAt))
-	if err != nil {
-		return fmt.Errorf("create web session: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create web session: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("create web session: %w", store.ErrConflict)
-	}
-	return nil
 }
 
 // GetWebSession returns the record or ErrNotFound.
@@ -48,16 +39,7 @@ func (st *Store) GetWebSession(ctx context.Context, id string) (*store.WebSessio
 
 // DeleteWebSession removes the record; ErrNotFound if absent.
 func (st *Store) DeleteWebSession(ctx context.Context, id string) error {
-	res, err := st.w.ExecContext(ctx, `DELETE FROM web_sessions WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete web session: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete web session: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("delete web session: %w", store.ErrNotFound)
-	}
-	return nil
+	return st.execOne(ctx, "delete web session", "", store.ErrNotFound, `DELETE FROM web_sessions WHERE id = ?`, id)
 }
 
 // DeleteWebSessionsBefore removes the records expired before t and every
