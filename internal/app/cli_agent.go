@@ -91,18 +91,9 @@ func runAgentVerb(ctx context.Context, verb string, args []string, stdio IO, env
 		_, err = fmt.Fprintln(out, a.ID)
 		return err
 	case "ls":
-		var all []client.Agent
-		page := client.PageOptions{Limit: 200}
-		for {
-			p, err := c.ListAgents(ctx, page)
-			if err != nil {
-				return err
-			}
-			all = append(all, p.Items...)
-			if p.NextCursor == "" {
-				break
-			}
-			page.Cursor = p.NextCursor
+		all, err := allPages(ctx, c.ListAgents)
+		if err != nil {
+			return err
 		}
 		if *asJSON {
 			return printJSON(out, all)

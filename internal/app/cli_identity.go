@@ -121,18 +121,9 @@ func runUserVerb(ctx context.Context, verb string, args []string, stdio IO, env 
 	out := stdio.Stdout
 	switch verb {
 	case "ls":
-		var all []client.User
-		page := client.PageOptions{Limit: 200}
-		for {
-			p, err := c.ListUsers(ctx, page)
-			if err != nil {
-				return err
-			}
-			all = append(all, p.Items...)
-			if p.NextCursor == "" {
-				break
-			}
-			page.Cursor = p.NextCursor
+		all, err := allPages(ctx, c.ListUsers)
+		if err != nil {
+			return err
 		}
 		if *asJSON {
 			return printJSON(out, all)

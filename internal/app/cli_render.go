@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -281,4 +282,21 @@ func interactionOf(e client.Event) (*client.Interaction, bool) {
 		return nil, false
 	}
 	return &ia, true
+}
+
+// allPages returns every item of a paged list, reading pages of 200.
+func allPages[T any](ctx context.Context, list func(context.Context, client.PageOptions) (client.Page[T], error)) ([]T, error) {
+	var all []T
+	page := client.PageOptions{Limit: 200}
+	for {
+		p, err := list(ctx, page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Items...)
+		if p.NextCursor == "" {
+			return all, nil
+		}
+		page.Cursor = p.NextCursor
+	}
 }

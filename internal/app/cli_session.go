@@ -122,18 +122,11 @@ func listSessions(ctx context.Context, c *client.Client, agentRef string, asJSON
 		}
 		agentID = a.ID
 	}
-	var all []client.Session
-	page := client.PageOptions{Limit: 200}
-	for {
-		p, err := c.ListSessions(ctx, agentID, page)
-		if err != nil {
-			return err
-		}
-		all = append(all, p.Items...)
-		if p.NextCursor == "" {
-			break
-		}
-		page.Cursor = p.NextCursor
+	all, err := allPages(ctx, func(ctx context.Context, page client.PageOptions) (client.Page[client.Session], error) {
+		return c.ListSessions(ctx, agentID, page)
+	})
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		return printJSON(stdio.Stdout, all)

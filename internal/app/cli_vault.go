@@ -188,19 +188,7 @@ func (f *secretFlags) value(stdin io.Reader, env Env) (string, error) {
 
 // listVaults returns every vault.
 func listVaults(ctx context.Context, c *client.Client) ([]client.Vault, error) {
-	var all []client.Vault
-	page := client.PageOptions{Limit: 200}
-	for {
-		p, err := c.ListVaults(ctx, page)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, p.Items...)
-		if p.NextCursor == "" {
-			return all, nil
-		}
-		page.Cursor = p.NextCursor
-	}
+	return allPages(ctx, c.ListVaults)
 }
 
 // resolveVault finds a vault by id or, failing that, by its name, which
