@@ -9,6 +9,7 @@ import (
 
 	"github.com/astrabox/astrabox/api"
 	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/store"
 )
 
@@ -50,7 +51,7 @@ func longSession(t *testing.T, e *env, id string, turns, deltas int) (string, []
 
 // getMessages GETs a Session's messages with query and returns the status
 // and the page.
-func getMessages(t *testing.T, e *env, id, query string) (int, platform.MessagesPage) {
+func getMessages(t *testing.T, e *env, id, query string) (int, wire.Transcript) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, e.srv.URL+"/api/v1/sessions/"+id+"/messages"+query, nil)
 	req.Header.Set(api.HeaderAPIKey, testKey)
@@ -59,7 +60,7 @@ func getMessages(t *testing.T, e *env, id, query string) (int, platform.Messages
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var p platform.MessagesPage
+	var p wire.Transcript
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 			t.Fatal(err)
@@ -81,9 +82,9 @@ func TestSessionMessagesPages(t *testing.T) {
 	if status != http.StatusOK || last.LastSeq != head || last.FirstSeq <= 1 || last.LastSeq-last.FirstSeq+1 > platform.MessagesPageEntries {
 		t.Fatalf("latest page: %d, seqs %d to %d of %d", status, last.FirstSeq, last.LastSeq, head)
 	}
-	var pages []platform.MessagesPage
+	var pages []wire.Transcript
 	for p := last; ; {
-		pages = append([]platform.MessagesPage{p}, pages...)
+		pages = append([]wire.Transcript{p}, pages...)
 		if p.FirstSeq == 1 {
 			break
 		}

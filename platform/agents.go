@@ -12,12 +12,6 @@ import (
 	"github.com/astrabox/astrabox/store"
 )
 
-// AgentRequest is the body of POST and PUT /api/v1/agents[/{id}].
-//
-// Deprecated: a bridge for package api until its /api/v1 handlers move;
-// use wire.AgentRequest.
-type AgentRequest = wire.AgentRequest
-
 // toAgent is the wire form of a stored Agent.
 func toAgent(a *store.Agent) wire.Agent {
 	tools := a.Tools

@@ -29,12 +29,6 @@ func DefaultPageLimits() PageLimits {
 	return PageLimits{Entries: MessagesPageEntries, Bytes: MessagesPageBytes}
 }
 
-// MessagesPage is the old name of wire.Transcript.
-//
-// Deprecated: a bridge for package api until its /api/v1 handlers move;
-// use wire.Transcript.
-type MessagesPage = wire.Transcript
-
 // LogReader reads a log stream; store.Streams is one.
 type LogReader interface {
 	ReadStream(ctx context.Context, stream string, afterSeq, limit int64) ([]store.LogEntry, error)

@@ -35,18 +35,6 @@ const (
 	maxAgentVaults      = 16
 )
 
-// VaultRequest is the body of POST and PUT /api/v1/vaults[/{id}].
-//
-// Deprecated: a bridge for package api until its /api/v1 handlers move;
-// use wire.VaultRequest.
-type VaultRequest = wire.VaultRequest
-
-// SecretRequest is a secret as a client writes it.
-//
-// Deprecated: a bridge for package api until its /api/v1 handlers move;
-// use wire.SecretRequest.
-type SecretRequest = wire.SecretRequest
-
 // envName is a POSIX environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 

@@ -6,29 +6,20 @@ import (
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
-	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
 // The catalog's routes: engines, RuntimeProfiles and Agents.
 
-// engineInfo is an installed engine kind on the wire.
-type engineInfo struct {
-	engine.Descriptor
-	// Images says per enabled backend whether the image the program
-	// needs is present ("" image: any image works, always true).
-	Images map[string]bool `json:"images"`
-}
-
 // listEngines lists the engine kinds that can run here: each with, per
 // backend, whether the image its program needs is there; a kind whose
 // image no backend has is left out.
 func (h *Handler) listEngines(w http.ResponseWriter, r *http.Request) {
-	items := []engineInfo{}
+	items := []wire.Engine{}
 	for _, kind := range sortedKeys(h.cat.Engines()) {
 		d := h.cat.Engines()[kind].Descriptor()
-		info := engineInfo{Descriptor: d, Images: map[string]bool{}}
+		info := wire.Engine{EngineDescriptor: d, Images: map[string]bool{}}
 		anywhere := false
 		for name, p := range h.cfg.Backends.Backends() {
 			has := d.Image == ""
@@ -109,7 +100,7 @@ func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request) {
-	var req platform.AgentRequest
+	var req wire.AgentRequest
 	if err := h.decode(w, r, &req); err != nil {
 		httpx.WriteError(w, asPlatformInvalid(err))
 		return
@@ -132,7 +123,7 @@ func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) updateAgent(w http.ResponseWriter, r *http.Request) {
-	var req platform.AgentRequest
+	var req wire.AgentRequest
 	if err := h.decode(w, r, &req); err != nil {
 		httpx.WriteError(w, asPlatformInvalid(err))
 		return

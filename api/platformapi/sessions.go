@@ -8,15 +8,11 @@ import (
 	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
 // The Sessions' routes, but for their event streams (stream.go).
-
-// conversationRequest is the body of POST /agents/{id}/conversations.
-type conversationRequest struct {
-	Title string `json:"title"`
-}
 
 func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request) {
 	body, err := httpx.ReadBody(w, r, h.cfg.MaxBodyBytes)
@@ -24,7 +20,7 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	var req conversationRequest
+	var req wire.ConversationRequest
 	if len(body) > 0 {
 		if err := httpx.DecodeBytes(body, &req); err != nil {
 			httpx.WriteError(w, asPlatformInvalid(err))
@@ -43,7 +39,7 @@ func (h *Handler) createConversation(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusCreated, map[string]string{"session_id": sess.ID, "agent_id": sess.AgentID}, nil
+		return http.StatusCreated, wire.Conversation{SessionID: sess.ID, AgentID: sess.AgentID}, nil
 	})
 }
 
@@ -78,14 +74,8 @@ func (h *Handler) deleteSession(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// turnInputRequest is the body of POST /sessions/{id}/turn-inputs.
-type turnInputRequest struct {
-	Content         string `json:"content"`
-	ClientMessageID string `json:"client_message_id"`
-}
-
 func (h *Handler) sendInput(w http.ResponseWriter, r *http.Request) {
-	var req turnInputRequest
+	var req wire.TurnInput
 	if err := h.decode(w, r, &req); err != nil {
 		httpx.WriteError(w, asPlatformInvalid(err))
 		return
@@ -115,21 +105,11 @@ func (h *Handler) interruptSession(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	status := "noop"
+	res := wire.InterruptResult{Status: wire.InterruptNoop}
 	if ok {
-		status = "accepted"
+		res.Status = wire.InterruptAccepted
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": status})
-}
-
-// respondRequest is the body of POST /sessions/{id}/interaction-respond.
-type respondRequest struct {
-	InteractionID string `json:"interaction_id"`
-	Answer        struct {
-		Decision string   `json:"decision"`
-		Comment  string   `json:"comment"`
-		Answers  []string `json:"answers"`
-	} `json:"answer"`
+	httpx.WriteJSON(w, http.StatusOK, res)
 }
 
 func (h *Handler) respondInteraction(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +120,7 @@ func (h *Handler) respondInteraction(w http.ResponseWriter, r *http.Request) {
 	if h.forwardToHolder(w, r, r.PathValue("id")) {
 		return
 	}
-	var req respondRequest
+	var req wire.RespondRequest
 	if err := h.decode(w, r, &req); err != nil {
 		httpx.WriteError(w, asPlatformInvalid(err))
 		return
@@ -150,7 +130,7 @@ func (h *Handler) respondInteraction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := h.sess.Respond(r.Context(), r.PathValue("id"), engine.Answer{InteractionID: req.InteractionID,
-		Decision: req.Answer.Decision, Comment: req.Answer.Comment, Answers: req.Answer.Answers})
+		Decision: string(req.Answer.Decision), Comment: req.Answer.Comment, Answers: req.Answer.Answers})
 	if err != nil {
 		httpx.WriteError(w, err)
 		return

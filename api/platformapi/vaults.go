@@ -6,6 +6,7 @@ import (
 
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/platform"
+	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -39,7 +40,7 @@ func (h *Handler) listVaults(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) createVault(w http.ResponseWriter, r *http.Request) {
-	var req platform.VaultRequest
+	var req wire.VaultRequest
 	if err := h.decodeSecretBody(w, r, &req); err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -62,7 +63,7 @@ func (h *Handler) getVault(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) updateVault(w http.ResponseWriter, r *http.Request) {
-	var req platform.VaultRequest
+	var req wire.VaultRequest
 	if err := h.decodeSecretBody(w, r, &req); err != nil {
 		httpx.WriteError(w, err)
 		return
@@ -86,7 +87,7 @@ func (h *Handler) deleteVault(w http.ResponseWriter, r *http.Request) {
 // putSecret creates (201) or replaces (200) one secret and answers the
 // vault.
 func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request) {
-	var req platform.SecretRequest
+	var req wire.SecretRequest
 	if err := h.decodeSecretBody(w, r, &req); err != nil {
 		httpx.WriteError(w, err)
 		return

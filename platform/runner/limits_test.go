@@ -2,6 +2,7 @@ package runner
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/astrabox/astrabox/lifecycle"
@@ -139,28 +140,49 @@ func TestMirrorWait(t *testing.T) {
 
 // TestStateGrewIsRateLimited: the program's hints that its state grew,
 // however many, start at most one mirror per mirrorInterval; a hint that
-// comes sooner is kept (one timer), not dropped.
+// comes sooner is kept (one timer), not dropped, and is due (mirrorDue)
+// exactly mirrorInterval after the last mirror. It runs in a synctest
+// bubble: the kept timer is the bubble's, nothing waits for real.
 func TestStateGrewIsRateLimited(t *testing.T) {
-	now := time.Now()
-	r := &runner{lastMirror: now}
-	for range 1000 {
-		if fn := r.stateGrew(now); fn != nil {
-			t.Fatal("a hint right after a mirror mirrors again")
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		r := &runner{lastMirror: now}
+		for range 1000 {
+			if fn := r.stateGrew(now); fn != nil {
+				t.Fatal("a hint right after a mirror mirrors again")
+			}
 		}
-	}
-	if r.mirrorLater == nil || r.mirrorDue() == nil {
-		t.Fatal("the hint was dropped, not kept for later")
-	}
-	kept := r.mirrorLater
-	r.stateGrew(now)
-	if r.mirrorLater != kept {
-		t.Fatal("a second hint armed another timer")
-	}
-	kept.Stop()
-	r.mirrorLater = nil
-	if r.stateGrew(now.Add(mirrorInterval)) == nil {
-		t.Fatal("a hint an interval later does not mirror")
-	}
+		if r.mirrorLater == nil || r.mirrorDue() == nil {
+			t.Fatal("the hint was dropped, not kept for later")
+		}
+		kept := r.mirrorLater
+		r.stateGrew(now)
+		if r.mirrorLater != kept {
+			t.Fatal("a second hint armed another timer")
+		}
+		time.Sleep(mirrorInterval - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-r.mirrorDue():
+			t.Fatalf("the kept hint was due %v after the last mirror, want %v", time.Since(now), mirrorInterval)
+		default:
+		}
+		if r.stateGrew(time.Now()) != nil || r.mirrorLater != kept {
+			t.Fatal("a hint just before the interval mirrors or arms another timer")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-r.mirrorDue():
+		default:
+			t.Fatalf("the kept hint was not due %v after the last mirror", mirrorInterval)
+		}
+		kept.Stop()
+		r.mirrorLater = nil
+		if r.stateGrew(now.Add(mirrorInterval)) == nil {
+			t.Fatal("a hint an interval later does not mirror")
+		}
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
