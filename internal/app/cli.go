@@ -26,21 +26,21 @@ const defaultServer = "http://127.0.0.1:8080"
 
 func (c *connFlags) register(fs *flag.FlagSet, env Env) {
 	c.env = env
-	fs.StringVar(&c.server, "server", env("ASTRABOX_URL"), "AstraBox server URL ($ASTRABOX_URL; default: the server of the last 'astrabox login' when no key is given, else "+defaultServer+")")
+	fs.StringVar(&c.server, "server", env("ASTRABOX_URL"), "AstraBox server URL ($ASTRABOX_URL; default: the server of the last 'astrabox login' when no key is given, else the local server of --data-dir, on the port it recorded, else "+defaultServer+")")
 	fs.StringVar(&c.key, "api-key", env("ASTRABOX_API_KEY"), "API key ($ASTRABOX_API_KEY; default: the key 'astrabox login' stored for the server, else the local server's credentials file)")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir(env), "data dir of the local server, for its credentials file")
 }
 
 // resolve returns the server and the API key a command uses: --server,
 // else $ASTRABOX_URL, else the server of the last login, else the local
-// one; --api-key, else $ASTRABOX_API_KEY, else the key login stored for
+// one (where the server of --data-dir recorded it listens); --api-key, else $ASTRABOX_API_KEY, else the key login stored for
 // that server, else the local server's credentials file. A key given
 // without a server goes to the local one, as before logins were stored,
 // never to the server of the last login.
 func (c *connFlags) resolve() (server, key string, err error) {
 	server, key = c.server, c.key
 	if server == "" && key != "" {
-		server = defaultServer
+		server = localServerURL(c.dataDir)
 	}
 	if server == "" || key == "" {
 		creds, path, err := loadCredentials(c.env)
@@ -48,7 +48,7 @@ func (c *connFlags) resolve() (server, key string, err error) {
 			return "", "", err
 		}
 		if server == "" {
-			server = firstNonEmpty(creds.Current, defaultServer)
+			server = firstNonEmpty(creds.Current, localServerURL(c.dataDir))
 		}
 		if key == "" {
 			if e, ok := creds.Servers[serverKey(server)]; ok && e.APIKey != "" {

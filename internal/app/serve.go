@@ -299,8 +299,14 @@ func openServeState(ctx context.Context, f serveFlags, cfg serveConfig, log *slo
 	if err := os.MkdirAll(f.dataDir, 0o711); err != nil {
 		return s, fmt.Errorf("data dir: %w", err)
 	}
-	unlockDataDir, err := lockDataDir(f.dataDir, false)
+	// One server per data dir, unless they are replicas on PostgreSQL
+	// (each then takes the lock shared).
+	replicas := strings.HasPrefix(f.database, "postgres://") || strings.HasPrefix(f.database, "postgresql://")
+	unlockDataDir, err := lockDataDir(f.dataDir, !replicas)
 	if err != nil {
+		if rec, ok := readLocalServer(f.dataDir); ok {
+			return s, fmt.Errorf("another astrabox serve (pid %d, %s) uses data dir %s: stop it, give this one its own --data-dir, or run replicas on PostgreSQL (--database postgres://...)", rec.PID, rec.URL, f.dataDir)
+		}
 		return s, err
 	}
 	done.add(unlockDataDir)
@@ -425,6 +431,12 @@ func serve(ctx context.Context, f serveFlags, cfg serveConfig, scfg server.Confi
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	forget, err := recordLocalServer(f.dataDir, l.Addr().String())
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer forget()
 	scfg.Holder = "http://" + l.Addr().String()
 	if f.publicHost != "" {
 		scfg.Holder = "http://" + f.publicHost
