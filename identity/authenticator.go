@@ -47,7 +47,11 @@ type Config struct {
 	// TouchEvery bounds how often a key's last use is written (default a
 	// minute).
 	TouchEvery time.Duration
-	Logger     *slog.Logger
+	// LookupTimeout bounds one read of a key or a user from the store
+	// (default 5 s): a store that does not answer fails the request with
+	// UNAVAILABLE instead of holding it.
+	LookupTimeout time.Duration
+	Logger        *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -81,6 +85,9 @@ func New(cfg Config) *Authenticator {
 	}
 	if cfg.TouchEvery <= 0 {
 		cfg.TouchEvery = time.Minute
+	}
+	if cfg.LookupTimeout <= 0 {
+		cfg.LookupTimeout = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -193,11 +200,30 @@ func (a *Authenticator) Forget(keyID, userID string) {
 }
 
 func (a *Authenticator) key(ctx context.Context, id string) (*store.APIKey, error) {
-	return lookup(a, a.keys, id, func() (*store.APIKey, error) { return a.cfg.Records.GetAPIKey(ctx, id) })
+	return lookup(a, a.keys, id, func() (*store.APIKey, error) {
+		ctx, cancel := context.WithTimeout(ctx, a.cfg.LookupTimeout)
+		defer cancel()
+		return a.cfg.Records.GetAPIKey(ctx, id)
+	})
 }
 
 func (a *Authenticator) user(ctx context.Context, id string) (*store.User, error) {
-	return lookup(a, a.users, id, func() (*store.User, error) { return a.cfg.Records.GetUser(ctx, id) })
+	return lookup(a, a.users, id, func() (*store.User, error) {
+		ctx, cancel := context.WithTimeout(ctx, a.cfg.LookupTimeout)
+		defer cancel()
+		return a.cfg.Records.GetUser(ctx, id)
+	})
+}
+
+// IsBootstrapKey reports whether key is the bootstrap key, comparing
+// hashes in memory only (for what must not wait on the store, such as
+// how much of /readyz a caller sees).
+func (a *Authenticator) IsBootstrapKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	got := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare(got[:], a.cfg.BootstrapKeyHash[:]) == 1
 }
 
 // lookup returns the record of id from cache when it is younger than the
@@ -215,7 +241,7 @@ func lookup[T any](a *Authenticator, cache map[string]cached[*T], id string, rea
 		rec, err = nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("authenticate: %w", err)
+		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "the store cannot be reached to authenticate the request: %w", err)
 	}
 	a.mu.Lock()
 	if len(cache) >= maxCached {
