@@ -50,9 +50,5 @@ func (s *Server) putProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.svc.PutProfile(r.Context(), p)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
+	httpx.Answer(w, http.StatusOK, out, err)
 }

@@ -118,9 +118,5 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 // deleteSnapshot answers DELETE /snapshots/{sid}: 204, or 404 NOT_FOUND
 // for another user's, unless the caller is an administrator.
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteSnapshot(r.Context(), callerOf(r.Context()), r.PathValue("sid")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, s.svc.DeleteSnapshot(r.Context(), callerOf(r.Context()), r.PathValue("sid")))
 }

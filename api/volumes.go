@@ -73,9 +73,5 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 // the caller is an administrator), or 409 CONFLICT while a sandbox mounts
 // it.
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteVolume(r.Context(), callerOf(r.Context()), r.URL.Query().Get("backend"), r.PathValue("name")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, s.svc.DeleteVolume(r.Context(), callerOf(r.Context()), r.URL.Query().Get("backend"), r.PathValue("name")))
 }

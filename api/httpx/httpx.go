@@ -71,3 +71,22 @@ type Route struct {
 	// Handler serves the route; it neither authenticates nor checks Need.
 	Handler http.HandlerFunc
 }
+
+// Answer writes v as JSON with status, or err (WriteError) when err is
+// not nil: the tail of a handler that calls one method.
+func Answer[T any](w http.ResponseWriter, status int, v T, err error) {
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, status, v)
+}
+
+// NoContent answers 204, or err (WriteError) when err is not nil.
+func NoContent(w http.ResponseWriter, err error) {
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

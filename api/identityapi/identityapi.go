@@ -68,12 +68,12 @@ func caller(r *http.Request) *identity.Principal { return identity.PrincipalFrom
 
 func (h *Handler) current(w http.ResponseWriter, r *http.Request) {
 	cu, err := h.acc.Current(r.Context(), caller(r))
-	answer(w, http.StatusOK, cu, err)
+	httpx.Answer(w, http.StatusOK, cu, err)
 }
 
 func (h *Handler) listOwnKeys(w http.ResponseWriter, r *http.Request) {
 	ks, err := h.acc.ListKeys(r.Context(), caller(r).UserID)
-	answer(w, http.StatusOK, wire.Page[wire.APIKey]{Items: ks}, err)
+	httpx.Answer(w, http.StatusOK, wire.Page[wire.APIKey]{Items: ks}, err)
 }
 
 func (h *Handler) createOwnKey(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +82,7 @@ func (h *Handler) createOwnKey(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) revokeOwnKey(w http.ResponseWriter, r *http.Request) {
 	k, err := h.acc.RevokeKey(r.Context(), caller(r), caller(r).UserID, r.PathValue("kid"))
-	answer(w, http.StatusOK, k, err)
+	httpx.Answer(w, http.StatusOK, k, err)
 }
 
 func (h *Handler) listUsers(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +92,7 @@ func (h *Handler) listUsers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	us, next, err := h.acc.ListUsers(r.Context(), r.URL.Query().Get("cursor"), limit)
-	answer(w, http.StatusOK, wire.Page[wire.User]{Items: us, NextCursor: nullable(next)}, err)
+	httpx.Answer(w, http.StatusOK, wire.Page[wire.User]{Items: us, NextCursor: nullable(next)}, err)
 }
 
 func (h *Handler) createUser(w http.ResponseWriter, r *http.Request) {
@@ -102,12 +102,12 @@ func (h *Handler) createUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := h.acc.CreateUser(r.Context(), caller(r), req)
-	answer(w, http.StatusCreated, u, err)
+	httpx.Answer(w, http.StatusCreated, u, err)
 }
 
 func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) {
 	u, err := h.acc.GetUser(r.Context(), r.PathValue("id"))
-	answer(w, http.StatusOK, u, err)
+	httpx.Answer(w, http.StatusOK, u, err)
 }
 
 func (h *Handler) updateUser(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +117,7 @@ func (h *Handler) updateUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := h.acc.UpdateUser(r.Context(), caller(r), r.PathValue("id"), req)
-	answer(w, http.StatusOK, u, err)
+	httpx.Answer(w, http.StatusOK, u, err)
 }
 
 func (h *Handler) listUserKeys(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +126,7 @@ func (h *Handler) listUserKeys(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ks, err := h.acc.ListKeys(r.Context(), r.PathValue("id"))
-	answer(w, http.StatusOK, wire.Page[wire.APIKey]{Items: ks}, err)
+	httpx.Answer(w, http.StatusOK, wire.Page[wire.APIKey]{Items: ks}, err)
 }
 
 func (h *Handler) createUserKey(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +135,7 @@ func (h *Handler) createUserKey(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) revokeUserKey(w http.ResponseWriter, r *http.Request) {
 	k, err := h.acc.RevokeKey(r.Context(), caller(r), r.PathValue("id"), r.PathValue("kid"))
-	answer(w, http.StatusOK, k, err)
+	httpx.Answer(w, http.StatusOK, k, err)
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, userID string) {
@@ -148,7 +148,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, userID strin
 	if err == nil {
 		w.Header().Set("Cache-Control", "no-store") // the key is in the body, once
 	}
-	answer(w, http.StatusCreated, k, err)
+	httpx.Answer(w, http.StatusCreated, k, err)
 }
 
 func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +172,7 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	es, next, err := h.acc.ListAudit(r.Context(), f)
-	answer(w, http.StatusOK, wire.Page[wire.AuditEntry]{Items: es, NextCursor: nullable(next)}, err)
+	httpx.Answer(w, http.StatusOK, wire.Page[wire.AuditEntry]{Items: es, NextCursor: nullable(next)}, err)
 }
 
 // pageLimit reads limit (1 to 200; 0 when absent).
@@ -196,15 +196,6 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return err
 	}
 	return nil
-}
-
-// answer writes v with status, or err.
-func answer[T any](w http.ResponseWriter, status int, v T, err error) {
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, status, v)
 }
 
 func nullable(s string) *string {

@@ -78,11 +78,7 @@ func (h *Handler) putRuntimeProfile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) deleteRuntimeProfile(w http.ResponseWriter, r *http.Request) {
-	if err := h.cat.DeleteRuntimeProfile(r.Context(), r.PathValue("name")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, h.cat.DeleteRuntimeProfile(r.Context(), r.PathValue("name")))
 }
 
 func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -106,20 +102,12 @@ func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := h.cat.CreateAgent(r.Context(), req)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusCreated, a)
+	httpx.Answer(w, http.StatusCreated, a, err)
 }
 
 func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) {
 	a, err := h.cat.GetAgent(r.Context(), r.PathValue("id"))
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, a)
+	httpx.Answer(w, http.StatusOK, a, err)
 }
 
 func (h *Handler) updateAgent(w http.ResponseWriter, r *http.Request) {
@@ -129,30 +117,18 @@ func (h *Handler) updateAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := h.cat.UpdateAgent(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, a)
+	httpx.Answer(w, http.StatusOK, a, err)
 }
 
 func (h *Handler) deleteAgent(w http.ResponseWriter, r *http.Request) {
-	if err := h.cat.DeleteAgent(r.Context(), r.PathValue("id")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, h.cat.DeleteAgent(r.Context(), r.PathValue("id")))
 }
 
 // getAgentAccess answers who may see, use and manage an Agent the caller
 // may see.
 func (h *Handler) getAgentAccess(w http.ResponseWriter, r *http.Request) {
 	acc, err := h.cat.AgentAccess(r.Context(), r.PathValue("id"))
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, acc)
+	httpx.Answer(w, http.StatusOK, acc, err)
 }
 
 // putAgentAccess replaces an Agent's visibility, allowed users and admins.
@@ -163,9 +139,5 @@ func (h *Handler) putAgentAccess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc, err := h.cat.SetAgentAccess(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, acc)
+	httpx.Answer(w, http.StatusOK, acc, err)
 }

@@ -59,19 +59,11 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) getSession(w http.ResponseWriter, r *http.Request) {
 	sess, err := h.sess.GetSession(r.Context(), r.PathValue("id"))
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, sess)
+	httpx.Answer(w, http.StatusOK, sess, err)
 }
 
 func (h *Handler) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if err := h.sess.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, h.sess.DeleteSession(r.Context(), r.PathValue("id")))
 }
 
 func (h *Handler) sendInput(w http.ResponseWriter, r *http.Request) {
@@ -164,9 +156,5 @@ func (h *Handler) sessionMessages(w http.ResponseWriter, r *http.Request) {
 		before = n
 	}
 	page, err := h.sess.Messages(r.Context(), id, before)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, page)
+	httpx.Answer(w, http.StatusOK, page, err)
 }

@@ -46,20 +46,12 @@ func (h *Handler) createVault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := h.cat.CreateVault(r.Context(), req)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusCreated, v)
+	httpx.Answer(w, http.StatusCreated, v, err)
 }
 
 func (h *Handler) getVault(w http.ResponseWriter, r *http.Request) {
 	v, err := h.cat.GetVault(r.Context(), r.PathValue("id"))
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
+	httpx.Answer(w, http.StatusOK, v, err)
 }
 
 func (h *Handler) updateVault(w http.ResponseWriter, r *http.Request) {
@@ -69,19 +61,11 @@ func (h *Handler) updateVault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := h.cat.UpdateVault(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
+	httpx.Answer(w, http.StatusOK, v, err)
 }
 
 func (h *Handler) deleteVault(w http.ResponseWriter, r *http.Request) {
-	if err := h.cat.DeleteVault(r.Context(), r.PathValue("id")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, h.cat.DeleteVault(r.Context(), r.PathValue("id")))
 }
 
 // putSecret creates (201) or replaces (200) one secret and answers the
@@ -105,9 +89,5 @@ func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	if err := h.cat.DeleteSecret(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	httpx.NoContent(w, h.cat.DeleteSecret(r.Context(), r.PathValue("id"), r.PathValue("name")))
 }
