@@ -66,20 +66,41 @@ func (s *Server) authenticateAs(r *http.Request, bearer bool) (*identity.Princip
 		return s.auth.Authenticate(r.Context(), key)
 	}
 	if s.cfg.Gateway.Present(r) {
+		// The gateway's own cookie rides along with any page's request.
+		if err := checkCSRF(r); err != nil {
+			return nil, err
+		}
 		return s.cfg.Gateway.Authenticate(r, s.cfg.Accounts, s.auth)
 	}
-	c, err := r.Cookie(identityapi.SessionCookie)
+	c, err := r.Cookie(identityapi.SessionCookieName(s.secureCookies(r)))
 	if err != nil {
 		return s.auth.Authenticate(r.Context(), "")
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-	default:
-		if r.Header.Get(identityapi.CSRFHeader) == "" || !identityapi.SameOrigin(r) {
-			return nil, identity.Forbidden("a write signed in by cookie needs the %s header and this origin", identityapi.CSRFHeader)
-		}
+	if err := checkCSRF(r); err != nil {
+		return nil, err
 	}
 	return s.auth.AuthenticateWebSession(r.Context(), c.Value)
+}
+
+// checkCSRF refuses a write (any method but GET, HEAD and OPTIONS) that
+// a browser may have sent on another page's behalf: it must carry
+// identityapi.CSRFHeader and, when the browser names one, come from this
+// origin.
+func checkCSRF(r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	if r.Header.Get(identityapi.CSRFHeader) == "" || !identityapi.SameOrigin(r) {
+		return identity.Forbidden("a write signed in by a browser's cookie or a gateway needs the %s header and this origin", identityapi.CSRFHeader)
+	}
+	return nil
+}
+
+// secureCookies reports whether the sign-in cookies of r are the Secure,
+// host-only kind (identityapi.SessionCookieName).
+func (s *Server) secureCookies(r *http.Request) bool {
+	return r.TLS != nil || (s.cfg.Web != nil && s.cfg.Web.Secure)
 }
 
 // authenticateKey returns the caller of r by the key it presents only
@@ -123,6 +144,12 @@ func (s *Server) handleRoute(rt httpx.Route) {
 		}
 		if !p.Can(need) {
 			httpx.WriteError(w, identity.Forbidden("%s %s needs the %s permission", r.Method, r.URL.Path, need))
+			return
+		}
+		if need == identity.ScopeAdmin && r.Method != http.MethodGet && !p.Can(identity.ScopeWrite) {
+			// An administrator's change is a write: a read-and-admin
+			// (auditor's) key only reads.
+			httpx.WriteError(w, identity.Forbidden("%s %s needs the write permission", r.Method, r.URL.Path))
 			return
 		}
 		ctx := identity.WithPrincipal(r.Context(), p)

@@ -48,7 +48,7 @@ func (s *Server) forwardElsewhere(w http.ResponseWriter, r *http.Request, rec *s
 			if _, onEndpoint := s.endpointLabel(pr.In.Host); onEndpoint {
 				pr.Out.Host = pr.In.Host
 			}
-			pr.Out.Header.Set(HeaderForwarded, s.cfg.Holder)
+			httpx.SignForwarded(pr.Out, s.cfg.SigningKey, s.cfg.Holder)
 		},
 		FlushInterval: -1, // SSE and streamed output pass unbuffered
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api/idempotency"
+	"github.com/astrabox/astrabox/identity"
 )
 
 // HeaderIdempotencyKey makes create and renew safe to retry.
@@ -19,14 +20,26 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope string
 	idempotency.Serve(w, r, s.cfg.Store, s.log, scope, body, 0, do)
 }
 
-// ForgetIdempotency removes remembered answers older than a day, every
-// interval, until ctx ends.
+// callerID is the user id of r's caller ("" for none), which scopes its
+// Idempotency-Keys: one user's key never replays another's answer.
+func callerID(r *http.Request) string {
+	if p := identity.PrincipalFrom(r.Context()); p != nil {
+		return p.UserID
+	}
+	return ""
+}
+
+// ForgetIdempotency removes remembered answers older than a day and
+// expired browser sessions, every interval, until ctx ends.
 func (s *Server) ForgetIdempotency(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		if err := s.cfg.Store.DeleteIdempotencyBefore(ctx, time.Now().Add(-idempotency.TTL)); err != nil && ctx.Err() == nil {
 			s.log.Warn("forget idempotency keys", "err", err)
+		}
+		if err := s.cfg.Store.DeleteWebSessionsBefore(ctx, time.Now(), ""); err != nil && ctx.Err() == nil {
+			s.log.Warn("forget expired browser sessions", "err", err)
 		}
 		select {
 		case <-ctx.Done():

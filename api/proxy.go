@@ -43,26 +43,38 @@ func endpointHeaders(port int, token string) map[string]string {
 	return h
 }
 
-// signToken grants access to sandbox id's port until exp.
-func (s *Server) signToken(id string, port int, exp time.Time) string {
-	payload := fmt.Sprintf("%s.%d.%d", id, port, exp.Unix())
+// signToken grants user access to sandbox id's port until exp. The token
+// names its user, so the proxy can check at every request that the user
+// still may (disabled, demoted or no longer the owner: refused).
+func (s *Server) signToken(id string, port int, user string, exp time.Time) string {
+	u := base64.RawURLEncoding.EncodeToString([]byte(user))
+	payload := fmt.Sprintf("%s.%d.%d.%s", id, port, exp.Unix(), u)
 	mac := hmac.New(sha256.New, s.cfg.SigningKey)
 	mac.Write([]byte(payload))
-	return strconv.FormatInt(exp.Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	return strconv.FormatInt(exp.Unix(), 10) + "." + u + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// checkToken verifies a token for id and port and that it has not expired.
-func (s *Server) checkToken(tok, id string, port int) bool {
-	expStr, _, ok := strings.Cut(tok, ".")
+// checkToken verifies a token for id and port and that it has not
+// expired, and returns the user it was handed to.
+func (s *Server) checkToken(tok, id string, port int) (string, bool) {
+	expStr, rest, ok := strings.Cut(tok, ".")
 	if !ok {
-		return false
+		return "", false
+	}
+	u, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
 	}
 	exp, err := strconv.ParseInt(expStr, 10, 64)
 	if err != nil || time.Now().Unix() > exp {
-		return false
+		return "", false
 	}
-	want := s.signToken(id, port, time.Unix(exp, 0))
-	return hmac.Equal([]byte(want), []byte(tok))
+	user, err := base64.RawURLEncoding.DecodeString(u)
+	if err != nil {
+		return "", false
+	}
+	want := s.signToken(id, port, string(user), time.Unix(exp, 0))
+	return string(user), hmac.Equal([]byte(want), []byte(tok))
 }
 
 func parsePort(s string) (int, error) {
@@ -169,7 +181,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	httpx.WriteJSON(w, http.StatusOK, Endpoint{
 		Endpoint:  endpoint,
-		Headers:   endpointHeaders(port, s.signToken(id, port, exp)),
+		Headers:   endpointHeaders(port, s.signToken(id, port, identity.PrincipalFrom(r.Context()).UserID, exp)),
 		ExpiresAt: &exp,
 	})
 }
@@ -209,20 +221,25 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 	if origin == sharedOrigin && refuseServiceWorker(w, r) {
 		return
 	}
-	if !s.tokenAuthorized(w, r, id, port, origin) {
-		p, err := s.authenticateKey(r)
-		if err != nil {
-			httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs an API key or a valid endpoint token"))
-			return
-		}
-		if !p.Can(identity.ScopeWrite) { // a box's port does what it is asked: no read-only access
-			httpx.WriteError(w, identity.Forbidden("the sandbox proxy needs the write permission"))
-			return
-		}
-		if err := s.checkBoxOwner(r.Context(), p, id); err != nil {
-			httpx.WriteError(w, err)
-			return
-		}
+	// An endpoint token or a key; either way the user must still own the
+	// box and may write (a box's port does what it is asked).
+	var p *identity.Principal
+	if user, ok := s.tokenUser(w, r, id, port, origin); ok {
+		p, err = s.auth.PrincipalOf(r.Context(), user)
+	} else {
+		p, err = s.authenticateKey(r)
+	}
+	if err != nil {
+		httpx.WriteError(w, sandbox.Errorf(sandbox.CodeUnauthorized, "the proxy needs an API key or a valid endpoint token"))
+		return
+	}
+	if !p.Can(identity.ScopeWrite) {
+		httpx.WriteError(w, identity.Forbidden("the sandbox proxy needs the write permission"))
+		return
+	}
+	if err := s.checkBoxOwner(r.Context(), p, id); err != nil {
+		httpx.WriteError(w, err)
+		return
 	}
 	if port == egress.InBoxAPIPort { // OpenSandbox's egress API, served here (egress.go)
 		s.serveEgressAPI(w, r, id)
@@ -302,32 +319,38 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, origin boxOr
 	rp.ServeHTTP(w, r)
 }
 
-// tokenAuthorized reports whether r carries a valid endpoint token for
+// tokenUser returns the user of a valid endpoint token r carries for
 // port of sandbox id: in HeaderProxyToken, the astrabox_token query
 // parameter, execd's header for execd's port, or on an endpoint origin the
 // endpoint cookie. A valid token from the query on an endpoint origin is
 // kept in the endpoint cookie (setEndpointCookie).
-func (s *Server) tokenAuthorized(w http.ResponseWriter, r *http.Request, id string, port int, origin boxOrigin) bool {
-	if tok := r.Header.Get(HeaderProxyToken); tok != "" && s.checkToken(tok, id, port) {
-		return true
+func (s *Server) tokenUser(w http.ResponseWriter, r *http.Request, id string, port int, origin boxOrigin) (string, bool) {
+	if tok := r.Header.Get(HeaderProxyToken); tok != "" {
+		if user, ok := s.checkToken(tok, id, port); ok {
+			return user, true
+		}
 	}
 	if port == wire.DefaultPort {
-		if tok := r.Header.Get(wire.HeaderAccessToken); tok != "" && s.checkToken(tok, id, port) {
-			return true
-		}
-	}
-	if tok := r.URL.Query().Get("astrabox_token"); tok != "" && s.checkToken(tok, id, port) {
-		if origin == endpointOrigin {
-			setEndpointCookie(w, r, tok)
-		}
-		return true
-	}
-	if origin == endpointOrigin {
-		for _, c := range r.CookiesNamed(endpointCookie) {
-			if s.checkToken(c.Value, id, port) {
-				return true
+		if tok := r.Header.Get(wire.HeaderAccessToken); tok != "" {
+			if user, ok := s.checkToken(tok, id, port); ok {
+				return user, true
 			}
 		}
 	}
-	return false
+	if tok := r.URL.Query().Get("astrabox_token"); tok != "" {
+		if user, ok := s.checkToken(tok, id, port); ok {
+			if origin == endpointOrigin {
+				setEndpointCookie(w, r, tok)
+			}
+			return user, true
+		}
+	}
+	if origin == endpointOrigin {
+		for _, c := range r.CookiesNamed(endpointCookie) {
+			if user, ok := s.checkToken(c.Value, id, port); ok {
+				return user, true
+			}
+		}
+	}
+	return "", false
 }

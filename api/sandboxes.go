@@ -150,7 +150,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	s.idempotent(w, r, "create", body, func() (int, any, error) {
+	// A key is the caller's own: another user's same key and body creates
+	// its own box rather than replaying the first caller's.
+	s.idempotent(w, r, "create:"+callerID(r), body, func() (int, any, error) {
 		var req CreateSandboxRequest
 		if err := httpx.DecodeBytes(body, &req); err != nil {
 			return 0, nil, err
@@ -170,6 +172,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/sandboxes/"+rec.ID)
 		return http.StatusAccepted, toWire(rec), nil
 	})
+}
+
+// auditAs records action on target in the audit log as done by r's
+// caller (the Shipyard facade's sandbox deletions).
+func (s *Server) auditAs(r *http.Request, action, target string) {
+	s.cfg.Accounts.Record(r.Context(), identity.PrincipalFrom(r.Context()), action, target, nil)
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
@@ -254,7 +262,7 @@ func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.idempotent(w, r, "renew:"+id, body, func() (int, any, error) {
+	s.idempotent(w, r, "renew:"+callerID(r)+":"+id, body, func() (int, any, error) {
 		var req RenewRequest
 		if err := httpx.DecodeBytes(body, &req); err != nil {
 			return 0, nil, err

@@ -207,7 +207,7 @@ func (s *Server) routes() {
 	// The Shipyard Neo (Bay) compatible API for Bay's clients (AstrBot):
 	// Bay's routes, bearer auth with the same key, Bay's error shape.
 	s.mux.Handle("/shipyard/", http.StripPrefix("/shipyard", shipyard.New(shipyard.Config{
-		Service: s.svc, Store: s.cfg.Store, Authenticate: s.authenticate, Logger: s.log.With("component", "shipyard")})))
+		Service: s.svc, Store: s.cfg.Store, Authenticate: s.authenticate, Logger: s.log.With("component", "shipyard"), Audit: s.auditAs})))
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /readyz", s.ready)
@@ -246,6 +246,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-ID", id)
 	r = r.WithContext(identity.WithRequestID(r.Context(), id))
+	httpx.CheckForwarded(r, s.cfg.SigningKey) // a client's claim to be a replica is dropped
 	_, onEndpoint := s.endpointLabel(r.Host)
 	if !onEndpoint { // a box's streams, as on the proxy's paths (deadline.go)
 		s.boundBodyRead(w, r)

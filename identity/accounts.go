@@ -248,7 +248,8 @@ func (a *Accounts) ListKeys(ctx context.Context, userID string) ([]wire.APIKey, 
 }
 
 // CreateKey makes a key of user userID on the actor's behalf. Its scopes
-// may not exceed the user's role; its life is bounded by MaxKeyLifetime.
+// may exceed neither the user's role nor the actor's own scopes (default:
+// both's common scopes); its life is bounded by MaxKeyLifetime.
 func (a *Accounts) CreateKey(ctx context.Context, actor *Principal, userID string, req wire.APIKeyRequest) (wire.NewAPIKey, error) {
 	u, err := a.user(ctx, userID)
 	if err != nil {
@@ -258,7 +259,12 @@ func (a *Accounts) CreateKey(ctx context.Context, actor *Principal, userID strin
 	if req.Name == "" || len(req.Name) > 100 {
 		return wire.NewAPIKey{}, invalid("name is required (at most 100 characters)")
 	}
+	// A key holds at most what its user's role grants and what the
+	// request making it may do itself: no key mints a stronger one.
 	roleScopes := RoleScopes(Role(u.Role))
+	if actor != nil {
+		roleScopes = Intersect(roleScopes, actor.Scopes)
+	}
 	scopes := req.Scopes
 	if scopes == nil {
 		for _, s := range roleScopes {
@@ -273,7 +279,7 @@ func (a *Accounts) CreateKey(ctx context.Context, actor *Principal, userID strin
 			return wire.NewAPIKey{}, invalid("scope %q is not one of read, write, admin", s)
 		}
 		if !slices.Contains(roleScopes, Scope(s)) {
-			return wire.NewAPIKey{}, Forbidden("scope %q exceeds the %s role of user %q", s, u.Role, u.ID)
+			return wire.NewAPIKey{}, Forbidden("scope %q exceeds the %s role of user %q or the scopes of the request making the key", s, u.Role, u.ID)
 		}
 	}
 	expires, err := a.keyExpiry(req)

@@ -66,7 +66,11 @@ func (a *Authenticator) AuthenticateWebSession(ctx context.Context, value string
 		return nil, Unauthorized()
 	}
 	id := webSessionID(value)
-	s, err := lookup(a, a.web, id, func() (*store.WebSession, error) { return wr.GetWebSession(ctx, id) })
+	s, err := lookup(a, a.web, id, func() (*store.WebSession, error) {
+		ctx, cancel := context.WithTimeout(ctx, a.cfg.LookupTimeout)
+		defer cancel()
+		return wr.GetWebSession(ctx, id)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@ import (
 //     delete, access).
 //   - A Session is seen, and acted on, by the user that opened it only.
 //   - Credential vaults, their assignment to Agents (vault_ids) and
-//     changes to RuntimeProfiles are the administrators'.
+//     changes to RuntimeProfiles are the administrators'; so is widening
+//     the access of an Agent that holds vaults.
 //   - Changing anything needs identity.ScopeWrite besides.
 //
 // A record the caller may not see answers as a missing one does (the same
@@ -214,11 +215,50 @@ func (s *Catalog) AgentAccess(ctx context.Context, id string) (wire.AgentAccess,
 	return toAccess(a), nil
 }
 
+// visibilityRank orders the visibilities by how many users they show an
+// Agent to (none or an unknown one: private).
+func visibilityRank(v string) int {
+	switch v {
+	case store.VisibilityShared:
+		return 1
+	case store.VisibilityPublic:
+		return 2
+	}
+	return 0
+}
+
+// widens reports whether req shows or hands a to someone a's access does
+// not: a wider visibility, or an allowed user or admin a does not have.
+func widens(a *store.Agent, req wire.AgentAccess) bool {
+	sub := func(l, of []string) bool {
+		for _, id := range l {
+			if !slices.Contains(of, id) {
+				return false
+			}
+		}
+		return true
+	}
+	return visibilityRank(req.Visibility) > visibilityRank(a.Visibility) ||
+		!sub(req.AllowedUserIDs, a.AllowedUserIDs) || !sub(req.Admins, a.Admins)
+}
+
+// checkVaultedAccess refuses a caller that is not an administrator
+// widening the access of an Agent that holds credential vaults (which
+// only an administrator assigns): more users would use the vaults'
+// credentials. Narrowing it, or keeping it, passes.
+func checkVaultedAccess(p *identity.Principal, a *store.Agent, req wire.AgentAccess) error {
+	if p == nil || p.IsAdmin() || len(a.VaultIDs) == 0 || !widens(a, req) {
+		return nil
+	}
+	return identity.Forbidden("widening the access of agent %s, which holds credential vaults, needs the %s permission", a.ID, identity.ScopeAdmin)
+}
+
 // SetAgentAccess replaces an Agent's visibility, allowed users and admins;
 // its owner, one of its admins or an administrator may (FORBIDDEN for
 // another caller that sees it, AGENT_NOT_FOUND for one that does not).
 // The user ids are kept as given: naming a user that does not exist
-// grants nothing.
+// grants nothing. Only an administrator widens the access of an Agent
+// that holds credential vaults (FORBIDDEN).
 func (s *Catalog) SetAgentAccess(ctx context.Context, id string, req wire.AgentAccess) (wire.AgentAccess, error) {
 	for {
 		a, err := s.manageableAgent(ctx, id, "changing the access of")
@@ -226,6 +266,9 @@ func (s *Catalog) SetAgentAccess(ctx context.Context, id string, req wire.AgentA
 			return wire.AgentAccess{}, err
 		}
 		if err := validAccess(&req); err != nil {
+			return wire.AgentAccess{}, err
+		}
+		if err := checkVaultedAccess(principal(ctx), a, req); err != nil {
 			return wire.AgentAccess{}, err
 		}
 		a.Visibility, a.AllowedUserIDs, a.Admins = req.Visibility, req.AllowedUserIDs, req.Admins

@@ -351,6 +351,64 @@ func TestAgentVaultsAreAdministrators(t *testing.T) {
 	}
 }
 
+// TestVaultedAgentAccess: the owner and the admins of an Agent that holds
+// credential vaults may narrow its access but not widen it (more users
+// would use the vaults' credentials); an administrator may.
+func TestVaultedAgentAccess(t *testing.T) {
+	f := newFront(t)
+	v, err := f.cat.CreateVault(as(t, root), wire.VaultRequest{Name: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type access = wire.AgentAccess
+	for _, tc := range []struct {
+		name   string
+		vis    string   // the Agent's visibility before
+		users  []string // its allowed users before
+		who    *identity.Principal
+		req    access
+		vaults bool // the Agent holds a vault
+		want   string
+	}{
+		{"owner publishes", store.VisibilityPrivate, nil, alice, access{Visibility: "public"}, true, forbidden},
+		{"owner shares", store.VisibilityPrivate, nil, alice, access{Visibility: "shared", AllowedUserIDs: []string{"bob"}}, true, forbidden},
+		{"owner shares with one more", store.VisibilityShared, []string{"bob"}, alice, access{Visibility: "shared", AllowedUserIDs: []string{"bob", "carol"}}, true, forbidden},
+		{"owner publishes a shared one", store.VisibilityShared, []string{"bob"}, alice, access{Visibility: "public", AllowedUserIDs: []string{"bob"}}, true, forbidden},
+		{"owner adds an admin", store.VisibilityPrivate, nil, alice, access{Visibility: "private", Admins: []string{"bob"}}, true, forbidden},
+		{"agent admin publishes", store.VisibilityPrivate, nil, carol, access{Visibility: "public", Admins: []string{"carol"}}, true, forbidden},
+		{"owner keeps", store.VisibilityShared, []string{"bob"}, alice, access{Visibility: "shared", AllowedUserIDs: []string{"bob"}, Admins: []string{"carol"}}, true, ok},
+		{"owner narrows to private", store.VisibilityShared, []string{"bob"}, alice, access{Visibility: "private"}, true, ok},
+		{"owner drops a user", store.VisibilityShared, []string{"bob", "carol"}, alice, access{Visibility: "shared", AllowedUserIDs: []string{"bob"}}, true, ok},
+		{"administrator publishes", store.VisibilityPrivate, nil, root, access{Visibility: "public"}, true, ok},
+		{"owner publishes without vaults", store.VisibilityPrivate, nil, alice, access{Visibility: "public"}, false, ok},
+	} {
+		id := "agt_" + strings.ReplaceAll(tc.name, " ", "_")
+		var vaults []string
+		if tc.vaults {
+			vaults = []string{v.ID}
+		}
+		f.putAgent(t, id, tc.vis, tc.users, []string{"carol"}, vaults)
+		_, err := f.cat.SetAgentAccess(as(t, tc.who), id, tc.req)
+		if got := outcome(err); got != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+		if tc.want == forbidden && !strings.Contains(sandbox.MessageOf(err), string(identity.ScopeAdmin)) {
+			t.Errorf("%s: %v does not name the %s permission", tc.name, err, identity.ScopeAdmin)
+		}
+		after, _ := f.cat.AgentAccess(context.Background(), id)
+		if tc.want == forbidden && (after.Visibility != tc.vis || !slices.Equal(after.AllowedUserIDs, nonNilList(tc.users))) {
+			t.Errorf("%s: refused, yet the access is now %+v", tc.name, after)
+		}
+	}
+}
+
+func nonNilList(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
 // TestSessionOwnership: a conversation is opened by whoever sees the
 // Agent and is theirs; another user's Session answers as a missing one
 // on every method, an administrator's aside; the list shows a member its

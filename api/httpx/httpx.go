@@ -11,15 +11,49 @@
 package httpx
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/astrabox/astrabox/sandbox"
 )
 
 // HeaderForwarded marks a request one replica forwarded to another; a
-// forwarded request is never forwarded again.
+// forwarded request is never forwarded again, and its audit entry is the
+// first replica's. Its value is the forwarding replica and a signature
+// (SignForwarded) with the key the replicas share: the server drops a
+// value it cannot verify (CheckForwarded), so a client cannot claim it.
 const HeaderForwarded = "X-AstraBox-Forwarded-By"
+
+// SignForwarded marks out, a request replica holder forwards, with
+// HeaderForwarded signed by key over its method and target.
+func SignForwarded(out *http.Request, key []byte, holder string) {
+	out.Header.Set(HeaderForwarded, holder+" "+forwardedMAC(key, holder, out.Method, out.URL.RequestURI()))
+}
+
+// CheckForwarded removes r's HeaderForwarded unless SignForwarded made it
+// with key for r's method and target, and reports whether it is kept.
+func CheckForwarded(r *http.Request, key []byte) bool {
+	v := r.Header.Get(HeaderForwarded)
+	if v == "" {
+		return false
+	}
+	holder, sig, ok := strings.Cut(v, " ")
+	if !ok || len(key) == 0 || !hmac.Equal([]byte(sig), []byte(forwardedMAC(key, holder, r.Method, r.URL.RequestURI()))) {
+		r.Header.Del(HeaderForwarded)
+		return false
+	}
+	return true
+}
+
+func forwardedMAC(key []byte, holder, method, target string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("astrabox-forwarded\x00" + holder + "\x00" + method + "\x00" + target))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
 
 // WriteJSON answers status with v encoded as JSON (Content-Type
 // application/json). An encoding error is dropped: the status is already

@@ -56,10 +56,11 @@ func cliParams(v url.Values) (int, string, bool) {
 	return port, state, true
 }
 
-// cliToken binds a confirmation to the browser session that saw it.
-func (h *Handler) cliToken(session, state string) string {
+// cliToken binds a confirmation to the browser session that saw it and
+// the CLI's port and state.
+func (h *Handler) cliToken(session string, port int, state string) string {
 	m := hmac.New(sha256.New, h.cfg.Web.FlowKey)
-	m.Write([]byte("astrabox-cli\x00" + session + "\x00" + state))
+	m.Write([]byte("astrabox-cli\x00" + session + "\x00" + strconv.Itoa(port) + "\x00" + state))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
@@ -73,7 +74,7 @@ func (h *Handler) cliLogin(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, identity.Forbidden("sign the CLI in with astrabox login (port 1024-65535 and a state of 16-128 characters)"))
 		return
 	}
-	c, err := r.Cookie(SessionCookie)
+	c, err := r.Cookie(SessionCookieName(h.cfg.Web.secure(r)))
 	var p *identity.Principal
 	if err == nil {
 		p, err = h.cfg.Auth.AuthenticateWebSession(r.Context(), c.Value)
@@ -97,11 +98,11 @@ func (h *Handler) cliLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	page := map[string]any{"User": u.ID, "Role": u.Role, "Port": port, "State": state, "Days": int(cliKeyLife.Hours() / 24)}
 	if r.Method == http.MethodGet {
-		page["Token"] = h.cliToken(c.Value, state)
+		page["Token"] = h.cliToken(c.Value, port, state)
 		_ = cliPage.Execute(w, page)
 		return
 	}
-	if !SameOrigin(r) || !hmac.Equal([]byte(r.PostForm.Get("token")), []byte(h.cliToken(c.Value, state))) {
+	if !SameOrigin(r) || !hmac.Equal([]byte(r.PostForm.Get("token")), []byte(h.cliToken(c.Value, port, state))) {
 		httpx.WriteError(w, identity.Forbidden("the confirmation did not come from this page"))
 		return
 	}

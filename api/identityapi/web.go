@@ -23,12 +23,35 @@ import (
 // the console's origin only (box content is served on other origins or in
 // an opaque one, and never sees it); the flow cookie lives only on the
 // sign-in routes, for the few minutes a sign-in takes.
+//
+// Served over TLS (or with Web.Secure), both carry the __Host- prefix: a
+// browser then takes them only Secure, for this host alone and with no
+// Domain, so no page of a sibling host (a box's endpoint origin under the
+// same parent domain) can plant one.
 const (
 	SessionCookie = "astrabox_session"
 	flowCookie    = "astrabox_flow"
 	flowPath      = "/api/v1/auth/"
 	flowLife      = 10 * time.Minute
 )
+
+// SessionCookieName is the session cookie's name: with the __Host-
+// prefix when secure.
+func SessionCookieName(secure bool) string {
+	if secure {
+		return "__Host-" + SessionCookie
+	}
+	return SessionCookie
+}
+
+// flowCookieAt returns the flow cookie's name and path: the __Host- kind
+// (whose path must be /) when secure.
+func flowCookieAt(secure bool) (name, path string) {
+	if secure {
+		return "__Host-" + flowCookie, "/"
+	}
+	return flowCookie, flowPath
+}
 
 // CSRFHeader is the header a browser's cookie-authenticated write must
 // carry (the console sends it): a page of another origin cannot send it
@@ -100,7 +123,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Provider = &AuthProvider{Name: name, Issuer: web.OIDC.Issuer(), LoginURL: "/api/v1/auth/login"}
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil {
+	if c, err := r.Cookie(SessionCookieName(h.cfg.Web.secure(r))); err == nil {
 		if p, err := h.cfg.Auth.AuthenticateWebSession(r.Context(), c.Value); err == nil {
 			if u, err := h.acc.GetUser(r.Context(), p.UserID); err == nil {
 				out.User = &u
@@ -142,7 +165,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: value, Path: flowPath, MaxAge: int(flowLife / time.Second),
+	name, path := flowCookieAt(web.secure(r))
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: int(flowLife / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: web.secure(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, authURL, http.StatusFound)
@@ -156,14 +180,16 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		if web != nil {
 			web.logger().Warn("sign-in refused", "reason", reason, "err", err)
 		}
-		clearCookie(w, r, flowCookie, flowPath, web)
+		name, path := flowCookieAt(web.secure(r))
+		clearCookie(w, r, name, path, web)
 		http.Redirect(w, r, "/?sign_in_error="+url.QueryEscape(reason), http.StatusFound)
 	}
 	if web == nil || web.OIDC == nil {
 		fail("not_offered", nil)
 		return
 	}
-	c, err := r.Cookie(flowCookie)
+	flowName, flowCookiePath := flowCookieAt(web.secure(r))
+	c, err := r.Cookie(flowName)
 	if err != nil {
 		fail("no_flow", err)
 		return
@@ -202,8 +228,8 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		fail("flow_used", err)
 		return
 	}
-	clearCookie(w, r, flowCookie, flowPath, web)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: value, Path: "/", Expires: expires,
+	clearCookie(w, r, flowName, flowCookiePath, web)
+	http.SetCookie(w, &http.Cookie{Name: SessionCookieName(web.secure(r)), Value: value, Path: "/", Expires: expires,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: web.secure(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, SafeNext(flow.Next), http.StatusFound)
@@ -216,7 +242,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, identity.Forbidden("signing out needs the %s header from the console's origin", CSRFHeader))
 		return
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil {
+	if c, err := r.Cookie(SessionCookieName(h.cfg.Web.secure(r))); err == nil {
 		if p, err := h.cfg.Auth.AuthenticateWebSession(r.Context(), c.Value); err == nil {
 			h.acc.Record(r.Context(), p, "user.sign_out", "user:"+p.UserID, nil)
 		}
@@ -225,7 +251,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	clearCookie(w, r, SessionCookie, "/", h.cfg.Web)
+	clearCookie(w, r, SessionCookieName(h.cfg.Web.secure(r)), "/", h.cfg.Web)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -29,7 +29,7 @@ func (h *Handler) forwardToHolder(w http.ResponseWriter, r *http.Request, sessio
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
-			pr.Out.Header.Set(httpx.HeaderForwarded, h.cfg.Holder)
+			httpx.SignForwarded(pr.Out, h.cfg.ForwardKey, h.cfg.Holder)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			h.log.Warn("forward to the session's holder", "session_id", sessionID, "holder", lease.Holder, "err", err)

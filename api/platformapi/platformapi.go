@@ -59,6 +59,9 @@ type Config struct {
 	// Holder is this replica's advertised URL, as other replicas forward
 	// to it; a lease held under another live holder is forwarded there.
 	Holder string
+	// ForwardKey signs what this replica forwards (httpx.SignForwarded);
+	// the replicas share it.
+	ForwardKey []byte
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger

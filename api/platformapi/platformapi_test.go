@@ -99,7 +99,7 @@ func TestForwardToHolder(t *testing.T) {
 	}))
 	defer holder.Close()
 	live := time.Now().Add(time.Minute)
-	h := New(Config{Holder: "http://me", Store: leases{
+	h := New(Config{Holder: "http://me", ForwardKey: []byte("replicas-shared-key"), Store: leases{
 		"elsewhere": {Holder: holder.URL, ExpiresAt: live},
 		"here":      {Holder: "http://me", ExpiresAt: live},
 		"lapsed":    {Holder: holder.URL, ExpiresAt: time.Now().Add(-time.Second)},
@@ -131,7 +131,8 @@ func TestForwardToHolder(t *testing.T) {
 		if !tt.want {
 			continue
 		}
-		if got == nil || got.URL.Path != r.URL.Path || got.Header.Get(httpx.HeaderForwarded) != "http://me" || w.Code != http.StatusAccepted {
+		if got == nil || got.URL.Path != r.URL.Path || !strings.HasPrefix(got.Header.Get(httpx.HeaderForwarded), "http://me ") ||
+			!httpx.CheckForwarded(got, h.cfg.ForwardKey) || w.Code != http.StatusAccepted {
 			t.Errorf("%s: the holder got %v, the client %d", tt.session, got, w.Code)
 		}
 	}

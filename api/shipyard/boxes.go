@@ -89,16 +89,18 @@ func expired(rec *store.Sandbox) bool {
 // an unknown one and for one being deleted by a user.
 func (h *Handler) get(ctx context.Context, id string) (*store.Sandbox, error) {
 	rec, err := h.svc.Get(ctx, id)
-	if err == nil && !identity.PrincipalFrom(ctx).Owns(rec.OwnerID) {
-		// Another user's box is as absent as a missing one.
-		err = sandbox.Errorf(sandbox.CodeSandboxNotFound, "sandbox %q not found", id)
-	}
 	if err != nil {
 		if sandbox.CodeOf(err) == sandbox.CodeSandboxNotFound {
-			h.forget(id)
+			h.forget(id) // really gone: drop what is kept of it
 			return nil, newError(http.StatusNotFound, codeNotFound, "sandbox "+quote(id)+" not found")
 		}
 		return nil, err
+	}
+	if !identity.PrincipalFrom(ctx).Owns(rec.OwnerID) {
+		// Another user's box is as absent as a missing one, but it is
+		// there: its owner's cached state (client, python context and
+		// its lock) stays.
+		return nil, newError(http.StatusNotFound, codeNotFound, "sandbox "+quote(id)+" not found")
 	}
 	if rec.State == sandbox.StateTerminated || (rec.State == sandbox.StateStopping && !expiredReason(rec.Reason)) {
 		return nil, newError(http.StatusNotFound, codeNotFound, "sandbox "+quote(id)+" not found")

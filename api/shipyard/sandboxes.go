@@ -187,7 +187,9 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	h.idempotent(w, r, "create", body, func() (int, any, error) {
+	// A key is the caller's own: another user's same key and body creates
+	// its own sandbox rather than replaying the first caller's.
+	h.idempotent(w, r, "create:"+callerID(r), body, func() (int, any, error) {
 		rec, err := h.create(r.Context(), req)
 		if err != nil {
 			return 0, nil, err
@@ -334,13 +336,15 @@ func (h *Handler) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.svc.Delete(r.Context(), id, "user_delete"); err != nil {
-		if sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
-			h.writeError(w, r, err)
-			return
-		}
+	err := h.svc.Delete(r.Context(), id, "user_delete")
+	if err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		h.writeError(w, r, err)
+		return
 	}
 	h.forget(id)
+	if err == nil && h.cfg.Audit != nil {
+		h.cfg.Audit(r, "sandbox.delete", "sandbox:"+id)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -355,7 +359,12 @@ func (h *Handler) extendTTL(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	h.idempotent(w, r, "extend_ttl:"+id, body, func() (int, any, error) {
+	// The caller must see the box before any answer, a replayed one too.
+	if _, err := h.get(r.Context(), id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.idempotent(w, r, "extend_ttl:"+callerID(r)+":"+id, body, func() (int, any, error) {
 		if req.ExtendBy == nil || *req.ExtendBy < 1 {
 			return 0, nil, validation("extend_by must be a whole number of seconds, at least 1")
 		}
@@ -417,6 +426,15 @@ func (h *Handler) stopSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "stopped"})
+}
+
+// callerID is the user id of r's caller ("" for none), which scopes its
+// Idempotency-Keys: one user's key never replays another's answer.
+func callerID(r *http.Request) string {
+	if p := identity.PrincipalFrom(r.Context()); p != nil {
+		return p.UserID
+	}
+	return ""
 }
 
 // ownerOf returns who a sandbox the caller of ctx makes belongs to.

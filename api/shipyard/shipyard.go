@@ -57,6 +57,10 @@ type Config struct {
 	// MaxOutputBytes bounds the stdout and the stderr kept of one exec
 	// (default 16 MiB each); what is past it is dropped with a note.
 	MaxOutputBytes int
+	// Audit, when set, records a security-relevant action of r's caller
+	// (as the API server's audit log does): it is called after a sandbox
+	// is deleted, with "sandbox.delete" and "sandbox:"+id.
+	Audit func(r *http.Request, action, target string)
 }
 
 // Handler is the facade's http.Handler. It is safe for concurrent use.
