@@ -95,7 +95,13 @@ async function signIn(login) {
 
 /** The signed-in user's id, from their menu. */
 async function userId(page) {
-  await page.getByTestId("user-menu").click();
+  // The menu toggles on click; a re-render right after sign-in (the
+  // console settling on its first page) may close it again: open it
+  // until it shows.
+  for (let i = 0; i < 5; i++) {
+    if (!(await page.getByTestId("user-id").isVisible())) await page.getByTestId("user-menu").click();
+    if (await page.getByTestId("user-id").waitFor({ timeout: 3000 }).then(() => true, () => false)) break;
+  }
   const id = (await page.getByTestId("user-id").textContent()).trim();
   await page.keyboard.press("Escape");
   return id;
