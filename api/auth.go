@@ -50,11 +50,8 @@ func (s *Server) PublicRoutes() []string { return append([]string(nil), s.public
 
 // authenticate returns the caller of r, or UNAUTHORIZED / TOKEN_EXPIRED:
 // the key it presents (the OpenSandbox header or a bearer token), else a
-// gateway's headers (Config.Gateway), else a browser's session cookie. A
-// cookie-authenticated write (any method but
-// GET, HEAD and OPTIONS) must carry identityapi.CSRFHeader and, when the
-// browser names one, come from this origin: another site's page can
-// neither send that header nor read the answer.
+// gateway's headers (Config.Gateway), else a browser's session cookie.
+// A write authenticated by a cookie or the gateway must pass checkCSRF.
 func (s *Server) authenticate(r *http.Request) (*identity.Principal, error) {
 	return s.authenticateAs(r, true)
 }

@@ -130,8 +130,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*Principa
 	}
 	id, secret, ok := ParseKey(key)
 	if !ok {
-		got := sha256.Sum256([]byte(key))
-		if subtle.ConstantTimeCompare(got[:], a.cfg.BootstrapKeyHash[:]) != 1 {
+		if !a.IsBootstrapKey(key) {
 			return nil, Unauthorized()
 		}
 		return a.principal(ctx, BootstrapUserID, "", nil)
