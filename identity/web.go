@@ -116,7 +116,8 @@ type External struct {
 // sign-in: ext.Admin makes the user an administrator, and an
 // administrator whose groups no longer say so becomes defaultRole; a role
 // an administrator gave (member, viewer) is otherwise kept. A disabled
-// user is UNAUTHORIZED.
+// user is UNAUTHORIZED. The caller records the sign-in (RecordSignIn) once
+// it holds: a session made, a gateway's request served.
 func (a *Accounts) SignIn(ctx context.Context, ext External, defaultRole Role) (*store.User, error) {
 	if ext.Issuer == "" || ext.Subject == "" {
 		return nil, Unauthorized()
@@ -139,7 +140,6 @@ func (a *Accounts) SignIn(ctx context.Context, ext External, defaultRole Role) (
 				return nil, fmt.Errorf("sign in: %w", err)
 			}
 			a.Record(ctx, &Principal{UserID: u.ID}, "user.create", "user:"+u.ID, map[string]any{"role": u.Role, "issuer": u.Issuer})
-			a.Record(ctx, &Principal{UserID: u.ID}, "user.sign_in", "user:"+u.ID, nil)
 			return u, nil
 		}
 		if err != nil {
@@ -165,8 +165,13 @@ func (a *Accounts) SignIn(ctx context.Context, ext External, defaultRole Role) (
 		if before != u.Role {
 			a.Record(ctx, &Principal{UserID: u.ID}, "user.set_role", "user:"+u.ID, map[string]any{"from": before, "to": u.Role, "by": "groups"})
 		}
-		a.Record(ctx, &Principal{UserID: u.ID}, "user.sign_in", "user:"+u.ID, nil)
 		return u, nil
 	}
 	return nil, errors.New("sign in: the user record kept changing")
+}
+
+// RecordSignIn appends user userID's sign-in through via ("oidc",
+// "gateway") to the audit log.
+func (a *Accounts) RecordSignIn(ctx context.Context, userID, via string) {
+	a.Record(ctx, &Principal{UserID: userID}, "user.sign_in", "user:"+userID, map[string]any{"via": via})
 }

@@ -113,6 +113,7 @@ func (g *Gateway) Authenticate(r *http.Request, acc *identity.Accounts, auth *id
 		if err != nil {
 			return nil, err
 		}
+		acc.RecordSignIn(r.Context(), u.ID, "gateway")
 		s = gatewaySeen{userID: u.ID, at: now}
 		g.mu.Lock()
 		if g.seen == nil || len(g.seen) > 10000 {

@@ -228,6 +228,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		fail("flow_used", err)
 		return
 	}
+	h.acc.RecordSignIn(r.Context(), u.ID, "oidc")
 	clearCookie(w, r, flowName, flowCookiePath, web)
 	http.SetCookie(w, &http.Cookie{Name: SessionCookieName(web.secure(r)), Value: value, Path: "/", Expires: expires,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: web.secure(r)})
