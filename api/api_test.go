@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -404,6 +405,64 @@ func TestHealthMetricsOpenAPI(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
 			t.Errorf("GET %s: %d %.200s", tt.path, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestMetricsFamilies: /metrics reports requests by route pattern (never
+// the raw path, whose ids would multiply the series) and code, and has
+// the families the Grafana dashboard (docs/grafana-dashboard.json) graphs.
+func TestMetricsFamilies(t *testing.T) {
+	e := newEnv(t, 0)
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.Header.Set(api.HeaderAPIKey, testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, id := range []string{"metrics-id-one", "metrics-id-two"} {
+		if code, _ := get("/v1/sandboxes/" + id); code != http.StatusNotFound {
+			t.Fatalf("GET /v1/sandboxes/%s: %d", id, code)
+		}
+	}
+	get("/healthz")
+	code, body := get("/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	for _, want := range []string{
+		`astrabox_http_requests_total{route="GET /v1/sandboxes/{id}",code="404"} `,
+		`astrabox_http_requests_total{route="GET /healthz",code="200"} `,
+		`astrabox_http_request_duration_seconds_bucket{route="GET /v1/sandboxes/{id}",le="+Inf"} `,
+		`astrabox_http_request_duration_seconds_count{route="GET /healthz"} `,
+		"# TYPE astrabox_sessions gauge", `astrabox_sessions{state="READY"} `,
+		"# TYPE astrabox_replies_total counter",
+		"# TYPE astrabox_model_requests_total counter",
+		"# TYPE astrabox_model_request_duration_seconds histogram",
+		"# TYPE astrabox_log_appends_total counter",
+		"# TYPE astrabox_reconcile_passes_total counter",
+		"# TYPE astrabox_reconcile_actions_total counter",
+		"# TYPE astrabox_egress_decisions_total counter",
+		"# TYPE astrabox_pool_ready gauge",
+		"# TYPE astrabox_api_errors_total counter",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "metrics-id-") {
+		t.Errorf("/metrics names a request's id")
+	}
+	// Every sample line is name{labels} value or name value.
+	sample := regexp.MustCompile(`^[a-z_]+(\{([a-z_]+="(\\.|[^"\\])*",?)*\})? [-+0-9.eInf]+$`)
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		if !strings.HasPrefix(line, "#") && !sample.MatchString(line) {
+			t.Errorf("bad sample line %q", line)
 		}
 	}
 }

@@ -2,11 +2,15 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/internal/metrics"
+	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -85,6 +89,30 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("metrics", "err", err)
 	}
 	writeCounter(w, "astrabox_api_errors_total", "API answers with a 4xx or 5xx status.", apiErrors.Load())
+	if s.cat != nil && s.cfg.Sessions != nil {
+		if err := s.writeSessionMetrics(r.Context(), w); err != nil {
+			s.log.Warn("metrics", "err", err)
+		}
+	}
+	metrics.Write(w)
+}
+
+// sessionStates are the states astrabox_sessions reports, each even at 0.
+var sessionStates = []string{platform.StateCreating, platform.StateReady, platform.StateBusy, platform.StateInterrupting,
+	platform.StateRecoveryRequired, platform.StateTerminated, platform.StateDeleted}
+
+// writeSessionMetrics writes the agent platform's Sessions by state, counted
+// by the store.
+func (s *Server) writeSessionMetrics(ctx context.Context, w io.Writer) error {
+	counts, err := s.cfg.Store.CountSessions(ctx)
+	if err != nil {
+		return fmt.Errorf("session metrics: %w", err)
+	}
+	fmt.Fprintf(w, "# HELP astrabox_sessions Agent platform Sessions by state.\n# TYPE astrabox_sessions gauge\n")
+	for _, st := range sessionStates {
+		fmt.Fprintf(w, "astrabox_sessions{state=%q} %d\n", st, counts[st])
+	}
+	return nil
 }
 
 // mayReadHealth reports whether r may see /readyz's detail: with the

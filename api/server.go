@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/astrabox/astrabox/api/shipyard"
 	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/internal/console"
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
@@ -267,6 +269,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.Status() >= 400 {
 		apiErrors.Add(1)
 	}
+	// By the pattern the mux matched (set on r as it routes), never the
+	// path: ids stay out of the labels.
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	if onEndpoint {
+		route = "endpoint " + route
+	}
+	metrics.HTTPRequests.Inc(route, strconv.Itoa(rec.Status()))
+	metrics.HTTPDuration.Observe(time.Since(start), route)
 }
 
 // decode reads one JSON object into v under Config.MaxBodyBytes

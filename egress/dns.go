@@ -65,6 +65,7 @@ func (b *Box) answer(ctx context.Context, query []byte) []byte {
 		resp.RCode = dnsmessage.RCodeNameError
 		return build(resp, &q, nil)
 	}
+	b.allowed("dns")
 	if q.Type != dnsmessage.TypeA {
 		return build(resp, &q, nil) // NODATA
 	}

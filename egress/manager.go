@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/astrabox/astrabox/egress/trust"
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/sandbox"
 )
 
@@ -339,6 +340,7 @@ func (b *Box) SetPolicy(np sandbox.NetworkPolicy) error {
 // refused logs and counts a refusal.
 func (b *Box) refused(kind, name string, dst netip.AddrPort, why string) {
 	b.Refused.Add(1)
+	metrics.EgressDecisions.Inc(kind, "refused")
 	attrs := []any{"kind", kind, "reason", why}
 	if name != "" {
 		attrs = append(attrs, "name", name)
@@ -347,6 +349,15 @@ func (b *Box) refused(kind, name string, dst netip.AddrPort, why string) {
 		attrs = append(attrs, "dest", dst.String())
 	}
 	b.log.Info("egress refused", attrs...)
+}
+
+// allowed counts a connection let through (a lookup allowed is counted
+// for the metrics only).
+func (b *Box) allowed(kind string) {
+	if kind != "dns" {
+		b.Allowed.Add(1)
+	}
+	metrics.EgressDecisions.Inc(kind, "allowed")
 }
 
 // tlsConfig is the upstream TLS configuration of intercepted connections.

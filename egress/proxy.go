@@ -204,13 +204,13 @@ func (b *Box) proxy(c net.Conn, orig netip.AddrPort) {
 	}
 	if s.proto == protoTLS && ch.name != "" && b.intercepts(ch.name, int(ch.dst.Port())) {
 		cancel()
-		b.Allowed.Add(1)
+		b.allowed("tcp")
 		b.intercept(c, s, ch)
 		return
 	}
 	if s.proto == protoHTTP && s.head != nil && b.relaysHTTP(ch.name, int(ch.dst.Port())) {
 		cancel()
-		b.Allowed.Add(1)
+		b.allowed("tcp")
 		b.serveHTTP(c, s, ch)
 		return
 	}
@@ -224,7 +224,7 @@ func (b *Box) proxy(c net.Conn, orig netip.AddrPort) {
 		return
 	}
 	defer up.Close()
-	b.Allowed.Add(1)
+	b.allowed("tcp")
 	if len(s.buf) > 0 {
 		if _, err := up.Write(s.buf); err != nil {
 			return

@@ -10,6 +10,7 @@ import (
 
 	execdclient "github.com/astrabox/astrabox/execd/client"
 
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
@@ -92,6 +93,8 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 	if !held {
 		return
 	}
+	metrics.ReconcilePasses.Inc(name)
+	defer func(start time.Time) { metrics.ReconcileDuration.Observe(time.Since(start), name) }(time.Now())
 	now := s.now()
 	recs, _, err := s.cfg.Store.ListSandboxes(pass, store.ListFilter{Backend: name, AllPools: true})
 	if err != nil {
@@ -106,18 +109,23 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 		}
 		switch {
 		case rec.ExpiresAt != nil && !now.Before(*rec.ExpiresAt):
+			metrics.ReconcileActions.Inc(name, "ttl_expiry")
 			s.reap(pass, rec.ID, "ttl_expiry")
 		case rec.IdleTimeout > 0 && now.Sub(rec.LastActiveAt) >= rec.IdleTimeout && rec.State == sandbox.StateRunning:
 			if s.busy(pass, rec) {
 				s.Touch(pass, rec) // a running command is activity
 				continue
 			}
+			metrics.ReconcileActions.Inc(name, "idle_timeout")
 			s.reap(pass, rec.ID, "idle_timeout")
 		case rec.State == sandbox.StateFailed && keptFailed(rec):
+			metrics.ReconcileActions.Inc(name, "release_failed")
 			s.release(pass, p, rec.ID)
 		case rec.State == sandbox.StateFailed || rec.State == sandbox.StateStopping:
+			metrics.ReconcileActions.Inc(name, "cleanup_"+string(rec.State))
 			s.reap(pass, rec.ID, "cleanup_"+string(rec.State))
 		case rec.State == sandbox.StatePending && now.Sub(rec.CreatedAt) > s.cfg.CreateTimeout+time.Minute:
+			metrics.ReconcileActions.Inc(name, "provision_timeout")
 			s.reap(pass, rec.ID, "provision_timeout")
 		case rec.State == sandbox.StateRunning || rec.State == sandbox.StatePaused:
 			if err := s.ensureAttached(pass, rec); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
@@ -131,6 +139,7 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 					reason = diedReason(info.Reason)
 				}
 				if s.markFailed(pass, rec.ID, reason) {
+					metrics.ReconcileActions.Inc(name, "died")
 					s.log.Warn("reconcile: sandbox died", "backend", name, "sandbox_id", rec.ID, "reason", reason)
 					if rec.Pool == "" {
 						s.release(pass, p, rec.ID)
@@ -153,6 +162,7 @@ func (s *Service) reconcileBackend(ctx context.Context, name string, p sandbox.P
 			continue
 		}
 		s.log.Info("reconcile: removing orphan box", "backend", name, "sandbox_id", b.ID)
+		metrics.ReconcileActions.Inc(name, "orphan_removed")
 		if err := p.Delete(pass, b.ID); err != nil {
 			s.log.Warn("reconcile: remove orphan", "backend", name, "sandbox_id", b.ID, "err", err)
 		}

@@ -138,6 +138,9 @@ type Sessions interface {
 	DeleteSession(ctx context.Context, id string) error
 	// ListSessions returns matching records ordered by ID.
 	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
+	// CountSessions returns how many Sessions are in each state (states
+	// with none are absent).
+	CountSessions(ctx context.Context) (map[string]int, error)
 }
 
 // Input states, in the order an input passes through them (failed may

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/platform/wire"
@@ -262,6 +263,19 @@ func (r *runner) consumedInput(ctx context.Context, id string) (*store.Input, er
 	return nil, nil
 }
 
+// replyOutcome counts a reply ended with outcome (astrabox_replies_total);
+// an outcome the program made up counts as "other".
+func replyOutcome(outcome string) {
+	switch outcome {
+	case engine.OutcomeCompleted, engine.OutcomeInterrupted, engine.OutcomeFailed:
+	case "":
+		outcome = engine.OutcomeCompleted
+	default:
+		outcome = "other"
+	}
+	metrics.Replies.Inc(outcome)
+}
+
 // finishReasons maps program finish reasons onto the AI SDK's.
 var finishReasons = map[string]string{"stop": "stop", "length": "length", "content_filter": "content-filter",
 	"content-filter": "content-filter", "tool_calls": "tool-calls", "tool-calls": "tool-calls", "error": "error"}
@@ -294,6 +308,7 @@ func (r *runner) replyEnded(end *engine.ReplyEnd) ([]store.LogEntry, after) {
 			r.chunk(wire.Finish(reason)))
 	}
 	es = append(es, r.control("turn.ended", map[string]any{"input_id": r.turn.inputID, "outcome": end.Outcome, "usage": end.Usage, "error_code": code}))
+	replyOutcome(end.Outcome)
 	inputID := r.turn.inputID
 	r.turn = nil
 	return es, func(ctx context.Context) error {
@@ -352,6 +367,7 @@ func (r *runner) failInput(ctx context.Context, in *store.Input, code, msg strin
 	if r.turn != nil && r.turn.inputID == in.ID {
 		es = append(es, r.failure(code, msg)...)
 		es = append(es, r.control("turn.ended", map[string]any{"input_id": in.ID, "outcome": engine.OutcomeFailed, "error_code": code}))
+		replyOutcome(engine.OutcomeFailed)
 		r.turn = nil
 	} else {
 		es = append(es, store.LogEntry{Type: "input.failed", TurnID: in.TurnID, InputID: in.ID,

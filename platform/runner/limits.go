@@ -147,6 +147,7 @@ func (r *runner) endOverLimit(o *overrun) ([]store.LogEntry, after) {
 	code := string(o.code)
 	es := append(r.failure(code, o.msg),
 		r.control("turn.ended", map[string]any{"input_id": t.inputID, "outcome": engine.OutcomeFailed, "error_code": code, "message": o.msg}))
+	replyOutcome(engine.OutcomeFailed)
 	r.turn, r.abandoned = nil, t.inputID
 	return es, func(ctx context.Context) error {
 		if _, err := r.m.st.SetInputState(ctx, t.inputID, store.InputFailed, code, store.InputConsumed); err != nil && !errors.Is(err, store.ErrConflict) {

@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/astrabox/astrabox/egress"
 	execdclient "github.com/astrabox/astrabox/execd/client"
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform/modelapi"
 	"github.com/astrabox/astrabox/sandbox"
@@ -80,6 +82,14 @@ func modelError(w http.ResponseWriter, status int, msg string) {
 // answer goes back scrubbed of the key, so an endpoint that echoes the
 // request cannot hand the box the credential it never holds.
 func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	orig := w // MaxBytesReader's, which closes the connection on a body too large
+	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	w = rec
+	start := time.Now()
+	defer func() {
+		metrics.ModelRequests.Inc(strconv.Itoa(rec.status))
+		metrics.ModelDuration.Observe(time.Since(start))
+	}()
 	if !mp.secrets[0].Holds(req.Header) {
 		modelError(w, http.StatusUnauthorized, "invalid session credential")
 		return
@@ -93,7 +103,7 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.URL.RawQuery != "" {
 		target += "?" + req.URL.RawQuery
 	}
-	out, err := http.NewRequestWithContext(req.Context(), req.Method, target, http.MaxBytesReader(w, req.Body, maxModelRequest))
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, target, http.MaxBytesReader(orig, req.Body, maxModelRequest))
 	if err != nil {
 		modelError(w, http.StatusBadGateway, "bad model request")
 		return
@@ -151,6 +161,26 @@ func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 }
+
+// statusWriter keeps the status of a model answer for the metrics; it
+// passes Flush on (answers stream).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (sw *statusWriter) WriteHeader(code int) {
+	sw.status = code
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *statusWriter) Flush() {
+	if fl, ok := sw.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // openTunnel opens the box's model tunnel at rt.rec.ModelListen; an empty
 // address picks a free loopback port (retrying ports taken meanwhile) and

@@ -185,3 +185,20 @@ func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*st
 	}
 	return out, nil
 }
+
+// CountSessions returns how many Sessions are in each state.
+func (st *Store) CountSessions(ctx context.Context) (map[string]int, error) {
+	rows, err := st.pool.Query(ctx, `SELECT state, COUNT(*) FROM sessions GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count sessions: %w", err)
+	}
+	out := map[string]int{}
+	var (
+		state string
+		n     int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { out[state] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("count sessions: %w", err)
+	}
+	return out, nil
+}

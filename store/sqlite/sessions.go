@@ -170,3 +170,27 @@ func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*st
 		WHERE `+strings.Join(conds, " AND ")+` ORDER BY id LIMIT ?`,
 		append(args, sqlLimit(int64(f.Limit)))...)
 }
+
+// CountSessions returns how many Sessions are in each state.
+func (st *Store) CountSessions(ctx context.Context) (map[string]int, error) {
+	rows, err := st.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM sessions GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count sessions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			state string
+			n     int
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count sessions: %w", err)
+		}
+		out[state] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count sessions: %w", err)
+	}
+	return out, nil
+}

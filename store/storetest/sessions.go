@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -177,10 +178,16 @@ func testSessionList(t *testing.T, st store.Store) {
 		{"s3", "a1", "READY", "alice"}, {"s1", "a1", "BUSY", "bob"}, {"s5", "a2", "READY", "alice"},
 		{"s2", "a2", "TERMINATED", "alice"}, {"s4", "a1", "READY", "bob"},
 	}
+	if counts, err := st.CountSessions(t.Context()); err != nil || len(counts) != 0 {
+		t.Fatalf("counts of an empty store = %v, %v", counts, err)
+	}
 	for _, f := range fixture {
 		mustCreateSession(t, st, newSession(f.id, func(s *store.Session) {
 			s.AgentID, s.State, s.OwnerID = f.agent, f.state, f.owner
 		}))
+	}
+	if counts, err := st.CountSessions(t.Context()); err != nil || !maps.Equal(counts, map[string]int{"READY": 3, "BUSY": 1, "TERMINATED": 1}) {
+		t.Errorf("counts = %v, %v; want READY 3, BUSY 1, TERMINATED 1", counts, err)
 	}
 	tests := []struct {
 		name string

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/store"
 )
 
@@ -85,8 +86,11 @@ func (l *Log) Append(ctx context.Context, stream string, epoch int64, entries ..
 	}
 	first, err := l.Store.Append(ctx, stream, epoch, entries)
 	if err != nil {
+		metrics.LogAppends.Inc("error")
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
+	metrics.LogAppends.Inc("ok")
+	metrics.LogEntries.Add(float64(len(entries)))
 	out := make([]store.LogEntry, len(entries))
 	for i, e := range entries {
 		e.Seq = first + int64(i)
