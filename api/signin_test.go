@@ -296,6 +296,10 @@ func TestCLISignInThroughTheBrowser(t *testing.T) {
 	if st, _ := post(form, "https://evil.example"); st != 403 {
 		t.Errorf("a confirmation from another origin: %d, want 403", st)
 	}
+	// The token is bound to the CLI's port: a page cannot redirect the key.
+	if st, _ := post(url.Values{"port": {"40112"}, "state": {state}, "token": {token}}, e.url); st != 403 {
+		t.Errorf("this page's token for another port: %d, want 403", st)
+	}
 	st, handover := post(form, e.url)
 	if st != 200 || !strings.Contains(handover, `action="http://127.0.0.1:40111/callback"`) || formValue(t, handover, "state") != state {
 		t.Fatalf("hand-over: %d %s", st, handover)
