@@ -21,7 +21,10 @@ func testIsolation(t *testing.T, h Harness) {
 	isolating(t, h)
 	a := NewBox(t, h, nil)
 	b := NewBox(t, h, nil)
-	shell(t, a, nil, "echo secret > /workspace/a-only; (exec -a astrabox-marker-a sleep 300) > /dev/null 2>&1 & echo started")
+	// The marker runs in the background: the command waits (up to 5 s)
+	// until it has taken its name, so the checks below do not race it.
+	shell(t, a, nil, "echo secret > /workspace/a-only; (exec -a astrabox-marker-a sleep 300) > /dev/null 2>&1 & "+
+		"for i in $(seq 50); do [ \"$("+countMarker+")\" = 1 ] && break; sleep 0.1; done; echo started")
 	if code, _, _ := shell(t, b, nil, "test -e /workspace/a-only"); code == 0 {
 		t.Fatal("box b sees box a's file")
 	}
