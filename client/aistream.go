@@ -104,6 +104,13 @@ func (s *ChunkStream) open() error {
 		s.done = true
 		return nil
 	}
+	if s.afterSeq < 0 {
+		// The first answer names where the stream stands: a reconnection
+		// before the first chunk resumes there, not at a later reply.
+		if n, err := strconv.ParseInt(conn.Header.Get(wire.HeaderStreamAfter), 10, 64); err == nil && n >= 0 {
+			s.afterSeq = n
+		}
+	}
 	s.conn, s.stop, s.r = conn, stop, sse.NewReader(conn.Body, 0)
 	return nil
 }

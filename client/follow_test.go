@@ -195,6 +195,53 @@ func TestFollowSurvivesRestart(t *testing.T) {
 	checkReply(t, got, frameSeqs)
 }
 
+// TestAIStreamKeepsItsPlace: an AI stream that waits for the next reply
+// loses its connection before its first chunk, and the reply runs to its
+// end while the server cannot be reached; once it can, the stream
+// delivers that reply, not the one after it.
+func TestAIStreamKeepsItsPlace(t *testing.T) {
+	env, direct := newPlatform(t, fakemodel.Text("said while the stream was away"))
+	door := newFrontDoor(t, env.URL)
+	sid := conversation(t, env, direct)
+	ctx := testCtx(t)
+
+	stream, err := client.New(door.srv.URL, servertest.Key).AIStream(ctx, sid, -1, true, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := make(chan []client.Chunk, 1)
+	go func() {
+		var got []client.Chunk
+		for {
+			ch, err := stream.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("ai stream: %v", err)
+				}
+				chunks <- got
+				return
+			}
+			got = append(got, ch)
+		}
+	}()
+
+	door.point(t, "http://127.0.0.1:1") // nothing listens: 502 until pointed back
+	door.srv.CloseClientConnections()
+	rc, err := direct.SendInput(ctx, sid, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := until(t, direct, sid, 0, turnEnded(rc.TurnID))
+	door.point(t, env.URL)
+
+	select {
+	case got := <-chunks:
+		checkReply(t, got, replySpan(logged, rc.TurnID))
+	case <-ctx.Done():
+		t.Fatal("the ai stream lost its place: it waits for a later reply")
+	}
+}
+
 // checkReply checks an AI stream's chunks: the frames with seqs want,
 // then the transient cursor naming the finish frame.
 func checkReply(t *testing.T, got []client.Chunk, want []int64) {

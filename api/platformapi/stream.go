@@ -179,6 +179,7 @@ func (h *Handler) aiStream(w http.ResponseWriter, r *http.Request) {
 	}
 	reply, from := start.Reply, start.After
 	w.Header().Set("x-vercel-ai-ui-message-stream", "v1")
+	w.Header().Set(wire.HeaderStreamAfter, strconv.FormatInt(from, 10))
 	sw := sse.NewWriter(w)
 	sw.Flush()
 	ctx, stopWatch := h.watchAccess(r, id)

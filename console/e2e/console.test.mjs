@@ -59,10 +59,17 @@ async function newSession(agentName) {
   await page.getByText("No messages yet").waitFor();
 }
 
+/**
+ * Types text and sends it with Enter, as a person does once the composer
+ * offers Send: while the last reply is still streaming it offers Stop, and
+ * Enter sends nothing.
+ */
 async function send(text) {
   const box = page.getByLabel("Message", { exact: true });
   await box.fill(text);
+  await page.getByRole("button", { name: "Send", exact: true }).waitFor();
   await box.press("Enter");
+  await page.waitForFunction(() => document.querySelector("#composer-input")?.value === ""); // taken
 }
 
 const lastReply = () => page.getByTestId("message-assistant").last();

@@ -18,6 +18,13 @@ package wire
 
 import "encoding/json"
 
+// HeaderStreamAfter is the ai-stream response header naming the log
+// position the stream reads after. A client that asked for the reply in
+// progress (follow=session, no after_seq) and lost the connection before
+// its first frame reconnects with after_seq set to it, and so keeps its
+// place: the same reply, or the next one, never a later one.
+const HeaderStreamAfter = "X-AstraBox-After-Seq"
+
 // ChunkType is the "type" of an AI SDK UI message stream chunk.
 type ChunkType string
 
