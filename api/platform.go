@@ -17,8 +17,6 @@ func (s *Server) platformRoutes() {
 		Sessions:     s.cfg.Sessions,
 		Backends:     s.svc,
 		Store:        s.cfg.Store,
-		Holder:       s.cfg.Holder,
-		ForwardKey:   s.cfg.SigningKey,
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log,
 		// An open event stream re-authenticates its request about every

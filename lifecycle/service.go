@@ -111,7 +111,18 @@ type ModelEndpoint struct {
 	APIKey    string   `json:"api_key,omitempty"`
 	SealedKey string   `json:"api_key_sealed,omitempty"`
 	Models    []string `json:"models,omitempty"`
+	// Retries is how often a model request that failed before its answer
+	// began (429, a 5xx, a connection refused or reset) is sent again,
+	// with backoff honouring Retry-After; nil: DefaultModelRetries, 0:
+	// never, at most MaxModelRetries.
+	Retries *int `json:"retries,omitempty"`
 }
+
+// The bounds of ModelEndpoint.Retries.
+const (
+	DefaultModelRetries = 3
+	MaxModelRetries     = 10
+)
 
 // WorkspaceSpec says whether a profile's /workspace outlives its boxes.
 type WorkspaceSpec struct {

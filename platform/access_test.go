@@ -32,9 +32,7 @@ type runtimes struct {
 	released []string
 }
 
-func (*runtimes) Wake(string)                                         {}
-func (*runtimes) Interrupt(context.Context, string) (bool, error)     { return false, nil }
-func (*runtimes) Answer(context.Context, string, engine.Answer) error { return nil }
+func (*runtimes) Wake(string) {}
 func (r *runtimes) Release(_ context.Context, id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

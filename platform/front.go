@@ -6,25 +6,18 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/store"
 	"github.com/astrabox/astrabox/store/streamlog"
 )
 
 // Runtimes are the Sessions' runtimes as the front drives them (the runner
-// manager of this replica implements it). Inputs reach a runtime through
-// the store and a wake-up; interrupts and answers are passed to the
-// runtime this replica holds (the HTTP edge forwards them to the holding
-// replica first).
+// manager of this replica implements it). Inputs, interrupts and answers
+// reach a runtime one way, wherever it runs: recorded in the store, then
+// a wake-up (see requests.go).
 type Runtimes interface {
-	// Wake tells the Session's runtime that it has work (an input), and
-	// starts one here if none runs.
+	// Wake tells the Session's runtime that the store has work for it (an
+	// input, an interrupt, an answer), and starts one here if none runs.
 	Wake(sessionID string)
-	// Interrupt asks the Session's runtime to stop the reply in progress;
-	// false when no reply is in progress.
-	Interrupt(ctx context.Context, sessionID string) (bool, error)
-	// Answer passes an interaction's answer to the Session's runtime.
-	Answer(ctx context.Context, sessionID string, a engine.Answer) error
 	// Release stops the Session's runtime and deletes its sandbox.
 	Release(ctx context.Context, sessionID string) error
 }
@@ -53,8 +46,8 @@ type SessionsConfig struct {
 }
 
 // Sessions is the platform's Session front: it opens conversations,
-// records inputs with receipts and wakes the runtime, passes interrupts
-// and answers to it, deletes Sessions, and reads their replies and
+// records inputs with receipts, interrupts and answers and wakes the
+// runtime, deletes Sessions, and reads their replies and
 // messages. It never runs a program itself. It is safe for concurrent use.
 type Sessions struct {
 	cfg SessionsConfig

@@ -113,6 +113,9 @@ func (s *Catalog) PutRuntimeProfile(ctx context.Context, p lifecycle.Profile) (R
 		if m.API != "openai-chat" {
 			return RuntimeProfile{}, invalid("model.api %q is not supported (supported: %s)", m.API, strings.Join(modelAPIs, ", "))
 		}
+		if m.Retries != nil && (*m.Retries < 0 || *m.Retries > lifecycle.MaxModelRetries) {
+			return RuntimeProfile{}, invalid("model.retries must be between 0 and %d", lifecycle.MaxModelRetries)
+		}
 		if m.SealedKey != "" {
 			return RuntimeProfile{}, invalid("model.api_key_sealed is set by the server; send model.api_key")
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/platform/wire"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -70,7 +69,7 @@ func (s *Sessions) toSession(ctx context.Context, rec *store.Session) (wire.Sess
 		rt.LeaseExpiresAt = &at
 	}
 	var pi *wire.Interaction
-	if len(rec.PendingInteraction) > 0 {
+	if len(rec.PendingInteraction) > 0 && len(rec.Answer) == 0 { // an answered one waits only for its delivery
 		pi = new(wire.Interaction)
 		if err := json.Unmarshal(rec.PendingInteraction, pi); err != nil {
 			s.log.Warn("a session's pending interaction does not decode; shown as none", "session_id", rec.ID, "err", err)
@@ -190,41 +189,10 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 	}
 	s.cfg.Log.Notifier.Notify(sessionID)
 	if !existed {
-		// The holder of the Session's runtime may be another replica: it
-		// hears this; a local runner is woken (or started) directly.
-		s.cfg.Log.Notifier.Notify(WakeStream(sessionID))
-		s.rt.Wake(sessionID)
+		s.wakeHolder(sessionID)
 	}
 	return wire.Receipt{InputID: got.ID, TurnID: got.TurnID, ClientMessageID: got.ClientMessageID, Seq: got.Seq, State: got.State,
 		Repeated: existed}, !existed, nil
-}
-
-// Interrupt asks the Session to stop the reply in progress; it reports
-// whether there was one.
-func (s *Sessions) Interrupt(ctx context.Context, sessionID string) (bool, error) {
-	if _, err := s.actableSession(ctx, sessionID, "interrupting"); err != nil {
-		return false, err
-	}
-	return s.rt.Interrupt(ctx, sessionID)
-}
-
-// Respond answers the Session's pending interaction.
-func (s *Sessions) Respond(ctx context.Context, sessionID string, a engine.Answer) error {
-	rec, err := s.actableSession(ctx, sessionID, "answering an interaction of")
-	if err != nil {
-		return err
-	}
-	var pending engine.Interaction
-	if len(rec.PendingInteraction) == 0 || json.Unmarshal(rec.PendingInteraction, &pending) != nil || pending.ID != a.InteractionID {
-		return sandbox.Errorf(CodeInteractionClosed, "interaction %q is not open in session %s", a.InteractionID, sessionID)
-	}
-	if pending.Kind == wire.InteractionApproval && a.Decision != string(wire.DecisionApprove) && a.Decision != string(wire.DecisionReject) {
-		return invalid("answer.decision must be approve or reject")
-	}
-	if pending.Kind == wire.InteractionQuestion && len(a.Answers) == 0 {
-		return invalid("answer.answers is required for a question")
-	}
-	return s.rt.Answer(ctx, sessionID, a)
 }
 
 // DeleteSession releases the Session's sandbox and deletes the Session

@@ -88,6 +88,15 @@ type Session struct {
 	// PendingInteraction is the JSON of the approval or question waiting
 	// for an answer; nil when none.
 	PendingInteraction json.RawMessage
+	// Answer is the JSON of the answer to PendingInteraction that the
+	// Session's front recorded for the holder of its runtime to deliver;
+	// nil when none waits. The holder clears it with PendingInteraction.
+	Answer json.RawMessage
+	// InterruptRequestedAt is when the Session's front asked the holder of
+	// its runtime to stop the reply in progress; nil when no request
+	// waits. The holder clears it once carried out (or once no reply is in
+	// progress), so that it never reaches a later reply.
+	InterruptRequestedAt *time.Time
 	// SandboxID is the box the runtime lives in; "" when none.
 	SandboxID string
 	// Runtime is the runner's re-attach record (JSON: the program's execd

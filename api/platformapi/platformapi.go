@@ -18,7 +18,6 @@
 package platformapi
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -31,16 +30,12 @@ import (
 	"github.com/astrabox/astrabox/identity"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
-	"github.com/astrabox/astrabox/store"
 )
 
-// Store is what the routes keep in or read from the server's store:
-// idempotent answers (creating a conversation) and a Session's runtime
-// lease, to find the replica holding it. store.Store satisfies it.
+// Store is what the routes keep in the server's store: idempotent answers
+// (creating a conversation). store.Store satisfies it.
 type Store interface {
 	idempotency.Store
-	// GetLease returns the stream's lease (a zero Lease when none).
-	GetLease(ctx context.Context, stream string) (store.Lease, error)
 }
 
 // Backends lists the enabled sandbox backends by name, whose images
@@ -56,12 +51,6 @@ type Config struct {
 	Sessions *platform.Sessions
 	Backends Backends
 	Store    Store
-	// Holder is this replica's advertised URL, as other replicas forward
-	// to it; a lease held under another live holder is forwarded there.
-	Holder string
-	// ForwardKey signs what this replica forwards (httpx.SignForwarded);
-	// the replicas share it.
-	ForwardKey []byte
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger

@@ -86,10 +86,7 @@ func (h *Handler) sendInput(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) interruptSession(w http.ResponseWriter, r *http.Request) {
 	if err := h.sess.CheckSession(r.Context(), r.PathValue("id")); err != nil {
-		httpx.WriteError(w, err) // nothing is forwarded for a Session the caller may not see
-		return
-	}
-	if h.forwardToHolder(w, r, r.PathValue("id")) {
+		httpx.WriteError(w, err)
 		return
 	}
 	ok, err := h.sess.Interrupt(r.Context(), r.PathValue("id"))
@@ -107,9 +104,6 @@ func (h *Handler) interruptSession(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) respondInteraction(w http.ResponseWriter, r *http.Request) {
 	if err := h.sess.CheckSession(r.Context(), r.PathValue("id")); err != nil {
 		httpx.WriteError(w, err)
-		return
-	}
-	if h.forwardToHolder(w, r, r.PathValue("id")) {
 		return
 	}
 	var req wire.RespondRequest

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"syscall"
@@ -181,4 +182,73 @@ func TestRollingRestart(t *testing.T) {
 	evs := hs[0].events(sid, 0, untilTurnEnded(rcs[9].InputID))
 	checkGapFree(t, evs, 1)
 	checkOnceInOrder(t, evs, rcs, contents)
+}
+
+// TestRequestsThroughAnotherReplica: an answer and an interrupt sent to a
+// replica that does not hold the Session reach its holder the way inputs
+// do (recorded, then a wake-up), with no forwarding between replicas: the
+// approved call runs, the held reply stops, and the holder stays the same.
+func TestRequestsThroughAnotherReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	reps := startReplicas(t, ctx, 2)
+	image := servertest.DockerImage(t)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	model := fakemodel.New(t,
+		fakemodel.Call("shell", map[string]any{"command": "echo approved-on-the-holder"}),
+		fakemodel.Text("ran it"),
+		fakemodel.Text("this reply is held").HoldUntil(gate)).WithKey(servertest.ModelKey)
+	onA, onB := on(t, reps, 0, model, image), on(t, reps, 1, model, image)
+	sid := onA.session(onA.agent("ask", nil))
+	t.Cleanup(func() { onB.call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
+	holderA := func() {
+		t.Helper()
+		var sess map[string]any
+		onB.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
+		if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[0].addr {
+			t.Fatalf("holder %v, want replica A", holder)
+		}
+	}
+
+	rc := onA.send(sid, "run it", "")
+	evs := onB.events(sid, 0, func(e logEvent) bool { return e.Type == "interaction.opened" && e.InputID == rc.InputID })
+	var opened struct {
+		Interaction struct {
+			ID string `json:"interaction_id"`
+		} `json:"interaction"`
+	}
+	_ = json.Unmarshal(evs[len(evs)-1].Payload, &opened)
+	holderA()
+	answer := map[string]any{"interaction_id": opened.Interaction.ID, "answer": map[string]any{"decision": "approve"}}
+	onB.must(200, "POST", "/api/v1/sessions/"+sid+"/interaction-respond", answer, nil)
+	other := map[string]any{"interaction_id": opened.Interaction.ID, "answer": map[string]any{"decision": "reject"}}
+	onA.must(409, "POST", "/api/v1/sessions/"+sid+"/interaction-respond", other, nil) // answered once
+	evs = onB.events(sid, rc.Seq, untilTurnEnded(rc.InputID))
+	var output string
+	for _, f := range frames(evs) {
+		if f["type"] == "tool-output-available" {
+			output = fmt.Sprint(f["output"])
+		}
+	}
+	if !strings.Contains(output, "approved-on-the-holder") {
+		t.Fatalf("the approved call's output %q; log %s", output, summarize(evs))
+	}
+
+	rc = onA.send(sid, "hold on", "")
+	onB.events(sid, 0, func(e logEvent) bool { return e.Type == "text-delta" && e.InputID == rc.InputID })
+	holderA()
+	var res map[string]string
+	onB.must(200, "POST", "/api/v1/sessions/"+sid+"/interrupt", nil, &res)
+	if res["status"] != "accepted" {
+		t.Fatalf("interrupt through replica B: %v", res)
+	}
+	evs = onB.events(sid, rc.Seq, untilTurnEnded(rc.InputID))
+	var end map[string]any
+	_ = json.Unmarshal(evs[len(evs)-1].Payload, &end)
+	if end["outcome"] != "interrupted" {
+		t.Fatalf("the held reply ended %v", end)
+	}
+	onB.waitState(sid, "READY")
+	holderA()
 }

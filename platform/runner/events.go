@@ -179,7 +179,7 @@ func (r *runner) classify(ctx context.Context, ev engine.Event) ([]store.LogEntr
 		turnID := r.turn.id
 		if _, err := r.updateSession(ctx, func(s *store.Session) {
 			from = s.State
-			s.PendingInteraction, s.CurrentTurnID = ia, turnID
+			s.PendingInteraction, s.Answer, s.CurrentTurnID = ia, nil, turnID
 			if s.State != platform.StateDeleted && s.State != platform.StateInterrupting {
 				s.State = platform.StateBusy
 			}
@@ -315,9 +315,7 @@ func (r *runner) replyEnded(end *engine.ReplyEnd) ([]store.LogEntry, after) {
 		if _, err := r.m.st.SetInputState(ctx, inputID, state, code, store.InputConsumed); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
-		if err := r.setState(ctx, platform.StateReady, "reply ended", func(s *store.Session) {
-			s.CurrentTurnID, s.PendingInteraction = "", nil
-		}); err != nil {
+		if err := r.setState(ctx, platform.StateReady, "reply ended", replyClosed); err != nil {
 			return err
 		}
 		return r.mirrorNative(ctx)

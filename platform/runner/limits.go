@@ -153,9 +153,7 @@ func (r *runner) endOverLimit(o *overrun) ([]store.LogEntry, after) {
 		if _, err := r.m.st.SetInputState(ctx, t.inputID, store.InputFailed, code, store.InputConsumed); err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("fail input: %w", err)
 		}
-		if err := r.setState(ctx, platform.StateReady, "reply ended: "+code, func(s *store.Session) {
-			s.CurrentTurnID, s.PendingInteraction = "", nil
-		}); err != nil {
+		if err := r.setState(ctx, platform.StateReady, "reply ended: "+code, replyClosed); err != nil {
 			return err
 		}
 		if r.abandoned == t.inputID { // not ended by the program meanwhile

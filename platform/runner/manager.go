@@ -18,7 +18,6 @@ import (
 	"github.com/astrabox/astrabox/egress"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform"
-	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
 )
@@ -49,8 +48,8 @@ type Config struct {
 	// vaults into their Sessions' boxes (see delivery.go); nil: Sessions of
 	// Agents with vaults fail to start with PROTECTED_DELIVERY_UNSUPPORTED.
 	Egress *egress.Manager
-	// ModelClient forwards model traffic (default: a client without a
-	// total timeout; streams are long).
+	// ModelClient forwards model traffic (default: newModelClient's, with
+	// no total timeout, since streams are long).
 	ModelClient *http.Client
 	// Limits are the limits of Sessions whose profile sets none (see
 	// limits.go); zero fields take DefaultLimits'. They must be valid
@@ -89,7 +88,7 @@ func New(cfg Config) *Manager {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ModelClient == nil {
-		cfg.ModelClient = &http.Client{}
+		cfg.ModelClient = newModelClient()
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 20 * time.Second
@@ -143,54 +142,6 @@ func (m *Manager) get(sessionID string) *runner {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.runners[sessionID]
-}
-
-// Interrupt implements platform.Runtimes.
-func (m *Manager) Interrupt(ctx context.Context, sessionID string) (bool, error) {
-	r := m.get(sessionID)
-	if r == nil {
-		return false, nil
-	}
-	res := make(chan bool, 1)
-	select {
-	case r.interrupts <- res:
-	case <-r.done:
-		return false, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	select {
-	case ok := <-res:
-		return ok, nil
-	case <-r.done:
-		return false, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
-// Answer implements platform.Runtimes.
-func (m *Manager) Answer(ctx context.Context, sessionID string, a engine.Answer) error {
-	r := m.get(sessionID)
-	if r == nil {
-		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open: the session has no live runtime", a.InteractionID)
-	}
-	req := answerReq{answer: a, res: make(chan error, 1)}
-	select {
-	case r.answers <- req:
-	case <-r.done:
-		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open", a.InteractionID)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.res:
-		return err
-	case <-r.done:
-		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open", a.InteractionID)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Release implements platform.Runtimes: it stops the Session's runner and

@@ -3,6 +3,7 @@ package runner
 import (
 	"compress/gzip"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/astrabox/astrabox/egress"
+	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/platform/modelapi"
 )
 
@@ -54,6 +56,10 @@ func newTestModelProxy(t *testing.T, h http.HandlerFunc) (*modelProxy, *upstream
 		base:    up.URL + "/v1",
 		host:    u.Hostname(),
 		client:  up.Client(),
+		retries: lifecycle.DefaultModelRetries,
+		pause:   retryPause,
+		notes:   make(chan modelNote, 64),
+		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	return mp, log
 }

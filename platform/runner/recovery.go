@@ -133,7 +133,8 @@ func (r *runner) lost(ctx context.Context, reason string) error {
 		}
 	}
 	return r.setState(ctx, platform.StateRecoveryRequired, reason, func(s *store.Session) {
-		s.SandboxID, s.Runtime, s.CurrentTurnID, s.PendingInteraction = "", nil, "", nil
+		s.SandboxID, s.Runtime = "", nil
+		replyClosed(s)
 	})
 }
 
@@ -196,47 +197,4 @@ func (r *runner) releaseIdle(ctx context.Context) error {
 	}
 	r.log.Info("idle session runtime released", "sandbox_id", boxID)
 	return r.setState(ctx, platform.StateTerminated, "idle", func(s *store.Session) { s.SandboxID, s.Runtime = "", nil })
-}
-
-// interrupt asks the program to stop the reply in progress.
-func (r *runner) interrupt(ctx context.Context) bool {
-	if r.turn == nil || r.rt == nil {
-		return false
-	}
-	b, err := r.rt.adapter.EncodeInterrupt()
-	if err != nil || r.writeStdin(ctx, b) != nil {
-		return false
-	}
-	if !r.turn.interrupting {
-		r.turn.interrupting = true
-		if err := r.setState(ctx, platform.StateInterrupting, "interrupt requested", nil); err != nil {
-			r.log.Warn("record interrupt", "err", err)
-		}
-	}
-	return true
-}
-
-// answer passes an answer to the program.
-func (r *runner) answer(ctx context.Context, a engine.Answer) error {
-	s, err := r.m.st.GetSession(ctx, r.id)
-	if err != nil {
-		return err
-	}
-	var pending engine.Interaction
-	if r.rt == nil || len(s.PendingInteraction) == 0 || json.Unmarshal(s.PendingInteraction, &pending) != nil || pending.ID != a.InteractionID {
-		return sandbox.Errorf(platform.CodeInteractionClosed, "interaction %q is not open", a.InteractionID)
-	}
-	b, err := r.rt.adapter.EncodeAnswer(a)
-	if err != nil {
-		return sandbox.Errorf(platform.CodeInvalid, "%s", err.Error())
-	}
-	if err := r.writeStdin(ctx, b); err != nil {
-		return sandbox.Errorf(sandbox.CodeUnavailable, "the session's runtime is not reachable")
-	}
-	if _, err := r.append(ctx, r.control("interaction.answered", map[string]any{"interaction_id": a.InteractionID,
-		"decision": a.Decision, "comment": a.Comment, "answers": a.Answers})); err != nil {
-		return err
-	}
-	_, err = r.updateSession(ctx, func(s *store.Session) { s.PendingInteraction = nil })
-	return err
 }

@@ -18,11 +18,6 @@ import (
 	"github.com/astrabox/astrabox/store"
 )
 
-type answerReq struct {
-	answer engine.Answer
-	res    chan error
-}
-
 // runner holds one Session's runtime. Only its run goroutine touches the
 // session record, the live runtime and the turn state.
 type runner struct {
@@ -30,10 +25,8 @@ type runner struct {
 	id  string
 	log *slog.Logger
 
-	wake       chan struct{}
-	interrupts chan chan bool
-	answers    chan answerReq
-	done       chan struct{}
+	wake chan struct{}
+	done chan struct{}
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -85,7 +78,7 @@ type turn struct {
 func newRunner(m *Manager, id string) *runner {
 	ctx, cancel := context.WithCancel(m.ctx)
 	return &runner{m: m, id: id, log: m.log.With("session_id", id), wake: make(chan struct{}, 1),
-		interrupts: make(chan chan bool), answers: make(chan answerReq), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+		done: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 func (r *runner) poke() {
@@ -108,6 +101,10 @@ func (r *runner) shutdown(release bool) {
 func (r *runner) run() {
 	defer close(r.done)
 	defer r.cancel()
+	if s, err := r.m.st.GetSession(r.ctx, r.id); errors.Is(err, store.ErrNotFound) || (err == nil && s.State == platform.StateDeleted) {
+		r.takeWake() // a deleted Session gets no lease (and so no stream row back) and no new runner
+		return
+	}
 	lease, err := r.m.st.AcquireLease(r.ctx, r.id, r.m.cfg.Holder, r.m.cfg.LeaseTTL)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -115,10 +112,7 @@ func (r *runner) run() {
 			// itself: the wake that started this runner is spent, or the
 			// manager would start another at once, and another, for as
 			// long as the holder lives. A holder that dies is the sweep's.
-			select {
-			case <-r.wake:
-			default:
-			}
+			r.takeWake()
 			r.log.Debug("session held elsewhere", "err", err)
 		} else if r.ctx.Err() == nil {
 			r.log.Warn("acquire session lease", "err", err)
@@ -189,14 +183,12 @@ func (r *runner) renew(done chan struct{}) {
 func (r *runner) step() (bool, error) {
 	ctx := r.ctx
 	sess, err := r.m.st.GetSession(ctx, r.id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && sess.State == platform.StateDeleted) {
+		r.takeWake() // nothing will come for it
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("get session: %w", err)
-	}
-	if sess.State == platform.StateDeleted {
-		return false, nil
 	}
 	pending, err := r.m.st.ListInputs(ctx, r.id, store.InputAccepted, store.InputDelivered)
 	if err != nil {
@@ -207,6 +199,11 @@ func (r *runner) step() (bool, error) {
 		case <-r.m.draining:
 			return false, nil // shutting down: the next holder builds it
 		default:
+		}
+		if sess.SandboxID != "" && len(sess.Runtime) == 0 {
+			if err := r.dropHalfBuilt(ctx, sess); err != nil {
+				return false, err
+			}
 		}
 		switch {
 		case sess.SandboxID != "" && len(sess.Runtime) > 0:
@@ -229,8 +226,13 @@ func (r *runner) step() (bool, error) {
 			}
 		default:
 			r.log.Debug("session runner idle: no runtime and no input", "state", sess.State)
-			return false, nil // nothing to do: a released or lost runtime waits for input
+			return r.workSince(ctx) // nothing to do: a released or lost runtime waits for input
 		}
+	}
+	// An interrupt or an answer goes to the reply in progress, before the
+	// next input may start another.
+	if err := r.carryOutRequests(ctx, sess); err != nil {
+		return false, err
 	}
 	select {
 	case <-r.m.draining:
@@ -245,6 +247,29 @@ func (r *runner) step() (bool, error) {
 	return r.wait(ctx)
 }
 
+// takeWake takes a wake-up waiting for the runner, if any.
+func (r *runner) takeWake() {
+	select {
+	case <-r.wake:
+	default:
+	}
+}
+
+// workSince reports whether an input came in since the runner last read
+// the store, when it is about to end with nothing to do. The wake-up that
+// started it (or came since) is taken first and the store read once more:
+// an input accepted meanwhile is not left without a runner, and a wake-up
+// already answered does not start another runner at once, and another,
+// for ever.
+func (r *runner) workSince(ctx context.Context) (bool, error) {
+	r.takeWake()
+	pending, err := r.m.st.ListInputs(ctx, r.id, store.InputAccepted, store.InputDelivered)
+	if err != nil {
+		return false, fmt.Errorf("list inputs: %w", err)
+	}
+	return len(pending) > 0, nil
+}
+
 // wait handles the runtime's events and requests until a change needs a
 // new step.
 func (r *runner) wait(ctx context.Context) (bool, error) {
@@ -253,8 +278,8 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 	remote, stop := r.m.cfg.Notifier.Subscribe(platform.WakeStream(r.id))
 	defer stop()
 	draining := r.m.draining
-	// The safety net for a lost notification of an input accepted on
-	// another replica: pending inputs are looked for now and then.
+	// The safety net for a lost notification of work recorded on another
+	// replica: pending inputs and requests are looked for now and then.
 	poll := time.NewTicker(inputPoll)
 	defer poll.Stop()
 	for {
@@ -271,7 +296,7 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 		case <-remote:
 			return true, nil
 		case <-poll.C:
-			if r.undelivered(ctx) {
+			if r.undelivered(ctx) || r.requested(ctx) {
 				return true, nil
 			}
 		case batch := <-r.rt.events:
@@ -297,15 +322,15 @@ func (r *runner) wait(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			return true, nil
+		case n := <-r.rt.modelNotes():
+			if _, err := r.append(ctx, r.control(n.typ, n.fields)); err != nil {
+				return false, err
+			}
 		case <-r.mirrorDue():
 			r.mirrorLater = nil
 			if err := r.mirrorNative(ctx); err != nil {
 				return false, err
 			}
-		case res := <-r.interrupts:
-			res <- r.interrupt(ctx)
-		case req := <-r.answers:
-			req.res <- r.answer(ctx, req.answer)
 		case <-idle.C:
 			if r.turn != nil {
 				idle.Reset(r.idleTimeout())
@@ -421,7 +446,8 @@ func coalesce(b batch, ch <-chan batch) batch {
 	return b
 }
 
-// inputPoll is how often a holder looks for inputs it was not told of.
+// inputPoll is how often a holder looks for inputs and requests it was
+// not told of.
 const inputPoll = 2 * time.Second
 
 // undelivered reports whether the Session has accepted inputs this

@@ -125,16 +125,24 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 		np := deliveryPolicy(prof.Network, deliv.secrets)
 		req.Env, req.Network = deliv.env(), &np
 	}
+	// The box is on the Session before the backend makes it: a holder that
+	// stops from here on leaves a box the next one finds (halfBuilt).
+	req.Recorded = func(b store.Sandbox) {
+		if _, err := r.updateSession(ctx, func(s *store.Session) { s.SandboxID = b.ID }); err != nil {
+			r.log.Warn("record the session's new sandbox", "sandbox_id", b.ID, "err", err)
+		}
+	}
 	box, err := r.m.cfg.Sandboxes.Create(ctx, req)
 	if err != nil {
+		if box != nil { // recorded, then refused: its record goes
+			r.deleteBox(box.ID, "runtime build failed")
+		}
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			del, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = r.m.cfg.Sandboxes.Delete(del, box.ID, "runtime build failed")
+			r.deleteBox(box.ID, "runtime build failed")
 		}
 	}()
 	ex, err := r.execd(ctx, box)
@@ -206,6 +214,36 @@ func (r *runner) build(ctx context.Context, sess *store.Session) error {
 	r.startReader(rt, 0)
 	r.log.Info("runtime built", "sandbox_id", box.ID, "engine_kind", a.EngineKind, "resume", len(native) > 0)
 	return nil
+}
+
+// deleteBox deletes a sandbox of the Session's, whatever became of the
+// request that asked for it (a box already gone is not an error).
+func (r *runner) deleteBox(id, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.m.cfg.Sandboxes.Delete(ctx, id, reason); err != nil && sandbox.CodeOf(err) != sandbox.CodeSandboxNotFound {
+		r.log.Warn("delete the session's sandbox", "sandbox_id", id, "reason", reason, "err", err)
+	}
+}
+
+// dropHalfBuilt deletes the box a build that did not finish recorded on
+// the Session (its holder stopped between the box's record and the
+// runtime's) and clears it from sess and the record: every box a Session
+// asked for is either its runtime's or deleted.
+func (r *runner) dropHalfBuilt(ctx context.Context, sess *store.Session) error {
+	if err := r.confirmLease(ctx); err != nil {
+		return err
+	}
+	id := sess.SandboxID
+	r.log.Info("deleting the sandbox of a runtime build that did not finish", "sandbox_id", id)
+	r.deleteBox(id, "runtime build interrupted")
+	sess.SandboxID = ""
+	_, err := r.updateSession(ctx, func(s *store.Session) {
+		if s.SandboxID == id && len(s.Runtime) == 0 {
+			s.SandboxID = ""
+		}
+	})
+	return err
 }
 
 // attach re-connects to the program a previous holder started, reading its

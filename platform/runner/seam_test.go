@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +190,72 @@ func TestSeamReleaseDeletesTheSandbox(t *testing.T) {
 	defer boxes.mu.Unlock()
 	if len(boxes.deleted) != 1 || boxes.deleted[0] != "sbx_1" {
 		t.Fatalf("deleted %v, want [sbx_1]", boxes.deleted)
+	}
+}
+
+// leaseCounter is a store that counts the leases taken.
+type leaseCounter struct {
+	store.Store
+	taken atomic.Int64
+}
+
+func (c *leaseCounter) AcquireLease(ctx context.Context, stream, holder string, ttl time.Duration) (store.Lease, error) {
+	c.taken.Add(1)
+	return c.Store.AcquireLease(ctx, stream, holder, ttl)
+}
+
+// TestSeamIdleSessionSleeps: a woken Session with nothing to do (no
+// runtime, no input: RECOVERY_REQUIRED after a lost runtime, READY after
+// a released one, or deleted) gets one runner, which ends and stays
+// ended: its lease is taken once (a deleted Session's never), not again
+// and again by runner after runner.
+func TestSeamIdleSessionSleeps(t *testing.T) {
+	_, st, _ := seam(t)
+	for _, tc := range []struct {
+		state string
+		want  int64
+	}{{platform.StateRecoveryRequired, 1}, {platform.StateReady, 1}, {platform.StateDeleted, 0}} {
+		t.Run(tc.state, func(t *testing.T) {
+			counter := &leaseCounter{Store: st}
+			notifier := streamlog.NewLocal()
+			m := runner.New(runner.Config{Catalog: fakeCatalog{}, Store: counter, Sandboxes: &fakeSandboxes{},
+				Log: &streamlog.Log{Store: st, Notifier: notifier}, Notifier: notifier, Holder: "http://a",
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			defer m.Close()
+			id := session(t, st, tc.state, "")
+			m.Wake(id)
+			time.Sleep(500 * time.Millisecond) // many runners' worth, were they started one after another
+			if got := counter.taken.Load(); got != tc.want {
+				t.Fatalf("the lease was taken %d times after one wake-up, want %d: runners keep starting", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSeamHalfBuiltBoxIsDeleted: a Session whose record names a box but
+// no runtime (its holder stopped between the two during a build) has that
+// box deleted by its next runner, and the record no longer names it.
+func TestSeamHalfBuiltBoxIsDeleted(t *testing.T) {
+	m, st, boxes := seam(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := session(t, st, platform.StateCreating, "sbx_half")
+	m.Wake(id)
+	for {
+		rec, err := st.GetSession(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		boxes.mu.Lock()
+		deleted := slices.Clone(boxes.deleted)
+		boxes.mu.Unlock()
+		if rec.SandboxID == "" && slices.Contains(deleted, "sbx_half") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("session names sandbox %q, deleted %v; want sbx_half deleted and unnamed", rec.SandboxID, deleted)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }

@@ -15,21 +15,22 @@ import (
 
 // sessionColumns lists the columns scanSession reads, in its order.
 const sessionColumns = `id, agent_id, engine_kind, state, title, current_turn_id,
-	pending_interaction, sandbox_id, runtime, native_key, owner_id, org_id, created_at,
-	updated_at, last_active_at, version`
+	pending_interaction, answer, interrupt_requested_at, sandbox_id, runtime, native_key,
+	owner_id, org_id, created_at, updated_at, last_active_at, version`
 
 // scanSession reads one row of sessionColumns.
 func scanSession(row pgx.Row) (*store.Session, error) {
 	var (
-		s                store.Session
-		pending, runtime []byte
+		s                        store.Session
+		pending, answer, runtime []byte
 	)
 	if err := row.Scan(&s.ID, &s.AgentID, &s.EngineKind, &s.State, &s.Title, &s.CurrentTurnID,
-		&pending, &s.SandboxID, &runtime, &s.NativeKey, &s.OwnerID, &s.OrgID, &s.CreatedAt,
-		&s.UpdatedAt, &s.LastActiveAt, &s.Version); err != nil {
+		&pending, &answer, &s.InterruptRequestedAt, &s.SandboxID, &runtime, &s.NativeKey, &s.OwnerID,
+		&s.OrgID, &s.CreatedAt, &s.UpdatedAt, &s.LastActiveAt, &s.Version); err != nil {
 		return nil, err
 	}
-	s.PendingInteraction, s.Runtime = pending, runtime
+	s.PendingInteraction, s.Answer, s.Runtime = pending, answer, runtime
+	s.InterruptRequestedAt = utcPtr(s.InterruptRequestedAt)
 	s.CreatedAt = s.CreatedAt.UTC()
 	s.UpdatedAt = s.UpdatedAt.UTC()
 	s.LastActiveAt = s.LastActiveAt.UTC()
@@ -52,10 +53,10 @@ func (st *Store) CreateSession(ctx context.Context, s *store.Session) error {
 	}
 	defer tx.Rollback(ctx)
 	tag, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 1)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 1)
 		ON CONFLICT (id) DO NOTHING`,
 		s.ID, s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID,
-		[]byte(s.PendingInteraction), s.SandboxID, []byte(s.Runtime), s.NativeKey,
+		[]byte(s.PendingInteraction), []byte(s.Answer), s.InterruptRequestedAt, s.SandboxID, []byte(s.Runtime), s.NativeKey,
 		s.OwnerID, s.OrgID, s.CreatedAt, s.UpdatedAt, s.LastActiveAt)
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
@@ -98,13 +99,13 @@ func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
 		owner, org string
 	)
 	err := st.pool.QueryRow(ctx, `UPDATE sessions SET agent_id = $1, engine_kind = $2,
-		state = $3, title = $4, current_turn_id = $5, pending_interaction = $6,
-		sandbox_id = $7, runtime = $8, native_key = $9, updated_at = $10,
-		last_active_at = $11, version = version + 1
-		WHERE id = $12 AND version = $13 RETURNING created_at, owner_id, org_id`,
+		state = $3, title = $4, current_turn_id = $5, pending_interaction = $6, answer = $7,
+		interrupt_requested_at = $8, sandbox_id = $9, runtime = $10, native_key = $11,
+		updated_at = $12, last_active_at = $13, version = version + 1
+		WHERE id = $14 AND version = $15 RETURNING created_at, owner_id, org_id`,
 		s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID, []byte(s.PendingInteraction),
-		s.SandboxID, []byte(s.Runtime), s.NativeKey, updated, s.LastActiveAt,
-		s.ID, s.Version).Scan(&created, &owner, &org)
+		[]byte(s.Answer), s.InterruptRequestedAt, s.SandboxID, []byte(s.Runtime), s.NativeKey,
+		updated, s.LastActiveAt, s.ID, s.Version).Scan(&created, &owner, &org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st.missOrConflict(ctx, "update session",
 			`SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, s.ID, s.Version)

@@ -13,22 +13,24 @@ import (
 
 // sessionColumns lists the columns scanSession reads, in its order.
 const sessionColumns = `id, agent_id, engine_kind, state, title, current_turn_id,
-	pending_interaction, sandbox_id, runtime, native_key, owner_id, org_id, created_at,
-	updated_at, last_active_at, version`
+	pending_interaction, answer, interrupt_requested_at, sandbox_id, runtime, native_key,
+	owner_id, org_id, created_at, updated_at, last_active_at, version`
 
 // scanSession reads one row of sessionColumns.
 func scanSession(row rowScanner) (*store.Session, error) {
 	var (
 		s                            store.Session
-		pending, runtime             []byte
+		pending, answer, runtime     []byte
+		interrupt                    sql.NullInt64
 		created, updated, lastActive int64
 	)
 	if err := row.Scan(&s.ID, &s.AgentID, &s.EngineKind, &s.State, &s.Title, &s.CurrentTurnID,
-		&pending, &s.SandboxID, &runtime, &s.NativeKey, &s.OwnerID, &s.OrgID, &created,
-		&updated, &lastActive, &s.Version); err != nil {
+		&pending, &answer, &interrupt, &s.SandboxID, &runtime, &s.NativeKey, &s.OwnerID, &s.OrgID,
+		&created, &updated, &lastActive, &s.Version); err != nil {
 		return nil, err
 	}
-	s.PendingInteraction, s.Runtime = pending, runtime
+	s.PendingInteraction, s.Answer, s.Runtime = pending, answer, runtime
+	s.InterruptRequestedAt = fromNullMicros(interrupt)
 	s.CreatedAt = fromMicros(created)
 	s.UpdatedAt = fromMicros(updated)
 	s.LastActiveAt = fromMicros(lastActive)
@@ -51,9 +53,9 @@ func (st *Store) CreateSession(ctx context.Context, s *store.Session) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (id) DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT (id) DO NOTHING`,
 		s.ID, s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID,
-		[]byte(s.PendingInteraction), s.SandboxID, []byte(s.Runtime), s.NativeKey,
+		[]byte(s.PendingInteraction), []byte(s.Answer), nullMicros(s.InterruptRequestedAt), s.SandboxID, []byte(s.Runtime), s.NativeKey,
 		s.OwnerID, s.OrgID, micros(s.CreatedAt), micros(s.UpdatedAt), micros(s.LastActiveAt))
 	if err != nil {
 		return fmt.Errorf("create session: %w", err)
@@ -97,11 +99,12 @@ func (st *Store) UpdateSession(ctx context.Context, s *store.Session) error {
 		owner, org string
 	)
 	err := st.w.QueryRowContext(ctx, `UPDATE sessions SET agent_id = ?, engine_kind = ?,
-		state = ?, title = ?, current_turn_id = ?, pending_interaction = ?, sandbox_id = ?,
-		runtime = ?, native_key = ?, updated_at = ?, last_active_at = ?, version = version + 1
+		state = ?, title = ?, current_turn_id = ?, pending_interaction = ?, answer = ?,
+		interrupt_requested_at = ?, sandbox_id = ?, runtime = ?, native_key = ?, updated_at = ?,
+		last_active_at = ?, version = version + 1
 		WHERE id = ? AND version = ? RETURNING created_at, owner_id, org_id`,
 		s.AgentID, s.EngineKind, s.State, s.Title, s.CurrentTurnID, []byte(s.PendingInteraction),
-		s.SandboxID, []byte(s.Runtime), s.NativeKey, micros(updated), micros(s.LastActiveAt),
+		[]byte(s.Answer), nullMicros(s.InterruptRequestedAt), s.SandboxID, []byte(s.Runtime), s.NativeKey, micros(updated), micros(s.LastActiveAt),
 		s.ID, s.Version).Scan(&created, &owner, &org)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st.missOrConflict(ctx, "update session", `SELECT 1 FROM sessions WHERE id = ?`, s.ID, s.Version)

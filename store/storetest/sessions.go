@@ -16,21 +16,23 @@ import (
 // changes it. Its JSON has spacing and key order a store must keep.
 func newSession(id string, mods ...func(*store.Session)) *store.Session {
 	s := &store.Session{
-		ID:                 id,
-		AgentID:            "agent",
-		EngineKind:         "claude-code",
-		State:              "READY",
-		Title:              "Fix the build",
-		CurrentTurnID:      "turn-1",
-		PendingInteraction: json.RawMessage(`{"kind":"approval",  "tool":"bash", "a":[1, 2]}`),
-		SandboxID:          "box-1",
-		Runtime:            json.RawMessage(`{"command":"c-1","offset":1234}`),
-		NativeKey:          "native-" + id,
-		OwnerID:            "user-alice",
-		OrgID:              "org-1",
-		CreatedAt:          t0,
-		UpdatedAt:          at(time.Second),
-		LastActiveAt:       at(2 * time.Second),
+		ID:                   id,
+		AgentID:              "agent",
+		EngineKind:           "claude-code",
+		State:                "READY",
+		Title:                "Fix the build",
+		CurrentTurnID:        "turn-1",
+		PendingInteraction:   json.RawMessage(`{"kind":"approval",  "tool":"bash", "a":[1, 2]}`),
+		Answer:               json.RawMessage(`{"interaction_id":"i-1",  "decision":"approve"}`),
+		InterruptRequestedAt: ptr(at(1500 * time.Millisecond)),
+		SandboxID:            "box-1",
+		Runtime:              json.RawMessage(`{"command":"c-1","offset":1234}`),
+		NativeKey:            "native-" + id,
+		OwnerID:              "user-alice",
+		OrgID:                "org-1",
+		CreatedAt:            t0,
+		UpdatedAt:            at(time.Second),
+		LastActiveAt:         at(2 * time.Second),
 	}
 	for _, m := range mods {
 		m(s)
@@ -45,7 +47,8 @@ func checkSession(t *testing.T, got, want *store.Session) {
 	sameJSON := func(g, w json.RawMessage) bool { return bytes.Equal(g, w) && (g == nil) == (w == nil) }
 	if got.ID != want.ID || got.AgentID != want.AgentID || got.EngineKind != want.EngineKind ||
 		got.State != want.State || got.Title != want.Title || got.CurrentTurnID != want.CurrentTurnID ||
-		!sameJSON(got.PendingInteraction, want.PendingInteraction) || got.SandboxID != want.SandboxID ||
+		!sameJSON(got.PendingInteraction, want.PendingInteraction) || !sameJSON(got.Answer, want.Answer) ||
+		!sameTimePtr(got.InterruptRequestedAt, want.InterruptRequestedAt) || got.SandboxID != want.SandboxID ||
 		!sameJSON(got.Runtime, want.Runtime) || got.NativeKey != want.NativeKey ||
 		got.OwnerID != want.OwnerID || got.OrgID != want.OrgID || got.Version != want.Version ||
 		!sameTime(got.CreatedAt, want.CreatedAt) || !sameTime(got.UpdatedAt, want.UpdatedAt) ||
@@ -79,7 +82,9 @@ func testSessions(t *testing.T, st store.Store) {
 		in   *store.Session
 	}{
 		{"full", newSession("full")},
-		{"nothing pending", newSession("idle", func(s *store.Session) { s.PendingInteraction, s.CurrentTurnID = nil, "" })},
+		{"nothing pending", newSession("idle", func(s *store.Session) {
+			s.PendingInteraction, s.Answer, s.InterruptRequestedAt, s.CurrentTurnID = nil, nil, nil, ""
+		})},
 		{"no runtime", newSession("fresh", func(s *store.Session) { s.Runtime, s.SandboxID, s.NativeKey = nil, "", "" })},
 		{"other owner", newSession("other-owner", func(s *store.Session) { s.OwnerID, s.OrgID = "üser-✓", "org-2" })},
 		{"large runtime", newSession("large", func(s *store.Session) {
@@ -141,6 +146,7 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 	s := mustGetSession(t, st, "s")
 	s.State, s.Title, s.CurrentTurnID = "BUSY", "Renamed", "turn-2"
 	s.PendingInteraction, s.Runtime = nil, json.RawMessage(`{"command":"c-2"}`)
+	s.Answer, s.InterruptRequestedAt = nil, nil
 	s.SandboxID, s.NativeKey = "box-2", "native-2"
 	s.UpdatedAt, s.LastActiveAt = at(time.Hour), at(time.Hour)
 	s.OwnerID, s.OrgID = "mallory", "org-x" // kept as created
@@ -157,6 +163,7 @@ func testSessionUpdate(t *testing.T, st store.Store) {
 
 	before := time.Now()
 	s.UpdatedAt = time.Time{}
+	s.Answer, s.InterruptRequestedAt = json.RawMessage(`{"answers": [["yes"]]}`), ptr(at(time.Hour))
 	if err := st.UpdateSession(ctx, s); err != nil {
 		t.Fatalf("update without UpdatedAt: %v", err)
 	}

@@ -145,6 +145,15 @@ func sameTime(got, want time.Time) bool {
 	return d > -time.Millisecond && d < time.Millisecond
 }
 
+// sameTimePtr reports whether two optional times are both absent or
+// sameTime.
+func sameTimePtr(got, want *time.Time) bool {
+	if got == nil || want == nil {
+		return got == nil && want == nil
+	}
+	return sameTime(*got, *want)
+}
+
 // checkTime fails t unless sameTime(got, want).
 func checkTime(t *testing.T, what string, got, want time.Time) {
 	t.Helper()
