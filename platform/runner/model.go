@@ -39,10 +39,10 @@ type modelProxy struct {
 	host    string // base's host name, to which the key may go
 	retries int    // the profile's model.retries (see modelretry.go)
 	// pause is retryPause, or a test's stand-in.
-	pause func(try int, h http.Header, now time.Time) (time.Duration, bool)
-	client  *http.Client
-	ln      net.Listener
-	srv     *http.Server
+	pause  func(try int, h http.Header, now time.Time) (time.Duration, bool)
+	client *http.Client
+	ln     net.Listener
+	srv    *http.Server
 	// notes carries what the endpoint said of a request that failed to
 	// the runner, which records it in the Session's log (see wait).
 	notes chan modelNote
