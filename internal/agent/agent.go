@@ -66,6 +66,13 @@ type Config struct {
 	// ConnectAttempts bounds the tries to connect to the model before any
 	// answer (zero: 12, about 20 s, which rides out a server restart).
 	ConnectAttempts int
+	// BrokenRetries bounds how often in a row a model call that broke off
+	// (its stream cut, the model path unreachable) is made again (zero:
+	// 6, about two minutes with the pauses and connection attempts;
+	// negative: never). BrokenPause is the first pause before it,
+	// doubling up to 8 s (zero: a second).
+	BrokenRetries int
+	BrokenPause   time.Duration
 	// HTTPClient makes the model requests (nil: http.DefaultClient). It
 	// should have no overall timeout: a reply streams for as long as the
 	// model writes.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/internal/fakemodel"
 )
@@ -43,6 +44,7 @@ func TestModelFailuresEndTheTurn(t *testing.T) {
 			}
 			cfg := testConfig(t, model)
 			cfg.ConnectAttempts = 2 // one retry, then the error
+			cfg.BrokenRetries = -1  // a broken call is not made again (TestBrokenModelCallIsMadeAgain)
 			if tc.url != "" {
 				cfg.ModelURL = tc.url
 			}
@@ -127,5 +129,60 @@ func TestUnknownAndMalformedCommandsAreLogged(t *testing.T) {
 	h.waitEnd("in_1")
 	if got := model.Requests()[0].Last().Content; got != "line\u2028separator" {
 		t.Fatalf("content %q", got)
+	}
+}
+
+// TestBrokenModelCallIsMadeAgain: a model call whose way to the model
+// breaks (the stream cut mid-way, the connection reset before an answer)
+// is made again and the reply completes; each resend is a model.retry
+// event, and the model never sees what the broken call had streamed.
+func TestBrokenModelCallIsMadeAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		first       fakemodel.Reply
+		afterOutput bool
+	}{
+		{"cut mid-stream", fakemodel.Text("a partial answer that breaks off").WithCutAfter(3), true},
+		{"reset before any answer", fakemodel.Reset(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := fakemodel.New(t, tc.first, fakemodel.Text("the whole answer"))
+			cfg := testConfig(t, model)
+			cfg.BrokenPause = 10 * time.Millisecond
+			h := startAgent(t, cfg)
+			h.input("in_1", "hello")
+			retry := h.waitType("model.retry")
+			if retry["after_output"] != tc.afterOutput || retry["attempt"] != float64(1) || retry.str("error") == "" {
+				t.Fatalf("model.retry %v", retry)
+			}
+			end := h.waitEnd("in_1")
+			if end.str("outcome") != outcomeCompleted {
+				t.Fatalf("turn.end %v; events:\n%s", end, h.dump())
+			}
+			reqs := model.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d model requests, want 2", len(reqs))
+			}
+			if last := reqs[1].Last(); last.Role != roleUser || last.Content != "hello" {
+				t.Fatalf("the call made again ends with %s %q, want the user's input alone:\n%s", last.Role, last.Content, reqs[1].Transcript())
+			}
+			var text strings.Builder
+			for _, e := range h.all() {
+				if e.typ() == "text.delta" {
+					text.WriteString(e.str("delta"))
+				}
+			}
+			if !strings.HasSuffix(text.String(), "the whole answer") {
+				t.Fatalf("text %q does not end with the whole answer", text.String())
+			}
+			if err := h.finish(); err != nil {
+				t.Fatal(err)
+			}
+			// The conversation keeps the whole answer once, not the broken part.
+			state := readFile(t, cfg.StatePath)
+			if strings.Contains(state, "breaks off") || strings.Count(state, "the whole answer") != 1 {
+				t.Fatalf("the conversation file:\n%s", state)
+			}
+		})
 	}
 }

@@ -89,10 +89,15 @@ type streamOptions struct {
 }
 
 // modelError is a model call that failed: Code is codeModelError or
-// codeModelUnreachable. Its text never holds the credential.
+// codeModelUnreachable. Its text never holds the credential. Broken marks
+// a failure of the way to the model, not of the model: the model path
+// could not be reached, or its stream broke off (in a sandbox: the
+// AstraBox server holding the Session stopped); such a call may be made
+// again once the path is back.
 type modelError struct {
 	Code    string
 	Message string
+	Broken  bool
 }
 
 func (e *modelError) Error() string { return e.Message }
@@ -126,12 +131,12 @@ func (c *modelClient) stream(ctx context.Context, messages []message, tools []to
 	if err != nil {
 		return streamResult{}, fmt.Errorf("encode model request: %w", err)
 	}
-	resp, err := c.post(ctx, body)
+	resp, err := c.post(ctx, body, h)
 	if err != nil {
 		if ctx.Err() != nil {
 			return streamResult{}, fmt.Errorf("model request: %w", ctx.Err())
 		}
-		return streamResult{}, &modelError{Code: codeModelUnreachable, Message: c.redact("model unreachable: " + err.Error())}
+		return streamResult{}, &modelError{Code: codeModelUnreachable, Message: c.redact("model unreachable: " + err.Error()), Broken: true}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -152,7 +157,8 @@ func (c *modelClient) stream(ctx context.Context, messages []message, tools []to
 			me.Message = c.redact(me.Message)
 			return res, me
 		}
-		return res, &modelError{Code: codeModelError, Message: c.redact("model stream: " + err.Error())}
+		return res, &modelError{Code: codeModelError, Message: c.redact("model stream: " + err.Error()),
+			Broken: errors.Is(err, errStreamEnded) || errors.Is(err, errStreamRead)}
 	}
 	return res, nil
 }
@@ -166,7 +172,7 @@ const connectAttempts = 12
 // in all) when no connection could be made; once any answer arrives it
 // is returned as it is, so nothing is ever sent to the model twice after
 // it was received.
-func (c *modelClient) post(ctx context.Context, body []byte) (*http.Response, error) {
+func (c *modelClient) post(ctx context.Context, body []byte, h streamHandler) (*http.Response, error) {
 	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.url, "/")+"/chat/completions", bytes.NewReader(body))
@@ -179,12 +185,12 @@ func (c *modelClient) post(ctx context.Context, body []byte) (*http.Response, er
 			req.Header.Set("Authorization", "Bearer "+c.key)
 		}
 		resp, err := c.http.Do(req)
-		limit := c.attempts
-		if limit <= 0 {
-			limit = connectAttempts
-		}
+		limit := c.connectLimit()
 		if err == nil || ctx.Err() != nil || attempt >= limit || !isConnectError(err) {
 			return resp, err
+		}
+		if !neverConnected(err) {
+			h.resend(attempt, err, pause)
 		}
 		select {
 		case <-ctx.Done():
@@ -193,6 +199,14 @@ func (c *modelClient) post(ctx context.Context, body []byte) (*http.Response, er
 		}
 		pause = min(2*pause, 3*time.Second)
 	}
+}
+
+// connectLimit is how many tries post makes.
+func (c *modelClient) connectLimit() int {
+	if c.attempts <= 0 {
+		return connectAttempts
+	}
+	return c.attempts
 }
 
 // isConnectError reports a failure before any answer: the connection
@@ -206,6 +220,13 @@ func isConnectError(err error) bool {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// neverConnected reports a failure to connect at all: the request never
+// left.
+func neverConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // redact removes the credential from s, in case a server echoes it.

@@ -95,6 +95,17 @@ type (
 		ID     string          `json:"id"`
 		Output json.RawMessage `json:"output"`
 	}
+	// modelRetryEvent: a model call broke (the connection, not the model)
+	// and is made again after DelayMS; AfterOutput says the broken call
+	// had streamed part of its answer, which the retry replaces.
+	modelRetryEvent struct {
+		Type        string `json:"type"`
+		Attempt     int    `json:"attempt"`
+		MaxAttempts int    `json:"max_attempts"`
+		DelayMS     int64  `json:"delay_ms"`
+		Error       string `json:"error"`
+		AfterOutput bool   `json:"after_output"`
+	}
 	toolErrorEvent struct {
 		Type  string `json:"type"`
 		ID    string `json:"id"`

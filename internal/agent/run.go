@@ -23,6 +23,7 @@ type agent struct {
 	conv   *conversation
 	tools  *toolbox
 	model  *modelClient
+	broken retryPolicy // how a model call that broke off is made again
 	system string
 	specs  []toolSpec
 
@@ -65,6 +66,7 @@ func newAgent(cfg Config, stdout io.Writer) (*agent, error) {
 		out:    newEmitter(stdout),
 		tools:  tools,
 		model:  &modelClient{url: cfg.ModelURL, key: cfg.ModelKey, model: cfg.Model, http: cfg.HTTPClient, attempts: cfg.ConnectAttempts},
+		broken: brokenPolicy(cfg.BrokenRetries, cfg.BrokenPause),
 		system: systemPrompt(cfg.Workspace, tools.names, cfg.Instructions),
 		specs:  toolSpecs(tools.names, int(cfg.ShellTimeout.Seconds())),
 		known:  map[string]bool{},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/astrabox/astrabox/internal/sse"
 )
@@ -26,6 +27,10 @@ type streamHandler interface {
 	// toolStart is called once per tool call, when its id and name are
 	// known.
 	toolStart(id, name string)
+	// resend is told that the request is sent again after pause because
+	// try failed with err before any answer, where the model may have
+	// received it (a connection reset or closed, not one never made).
+	resend(try int, err error, pause time.Duration)
 }
 
 // streamResult is one model reply, complete or as far as it got.
@@ -89,6 +94,9 @@ type partialCall struct {
 // errStreamEnded reports a stream that ended before its reply finished.
 var errStreamEnded = errors.New("the stream ended before the reply finished")
 
+// errStreamRead reports a stream whose connection failed mid-way.
+var errStreamRead = errors.New("read")
+
 // parseStream reads an OpenAI Chat Completions event stream from r to its
 // "[DONE]" and returns the merged reply. A stream that ends after a
 // finish_reason but without "[DONE]" is accepted; one that ends earlier,
@@ -106,7 +114,7 @@ func parseStream(r io.Reader, h streamHandler) (streamResult, error) {
 				}
 				return a.result(), errStreamEnded
 			}
-			return a.result(), fmt.Errorf("read: %w", err)
+			return a.result(), fmt.Errorf("%w: %w", errStreamRead, err)
 		}
 		if err := a.feed(f.Data); err != nil {
 			return a.result(), err

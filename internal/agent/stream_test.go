@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recorder is a streamHandler that writes down what it saw.
@@ -20,6 +21,8 @@ func (r *recorder) reasoning(d string) { r.thoughts.WriteString(d) }
 func (r *recorder) toolStart(id, name string) {
 	r.starts = append(r.starts, id+":"+name)
 }
+
+func (r *recorder) resend(int, error, time.Duration) {}
 
 // sseOf renders data lines as an event stream.
 func sseOf(data ...string) string {

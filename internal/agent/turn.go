@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Finish reasons of turn.end besides the model's own.
@@ -51,6 +52,7 @@ func (t *turn) run(in command) turnEndEvent {
 	if t.saveErr != nil {
 		return t.fail(codeStateError, "the input could not be recorded: "+t.saveErr.Error())
 	}
+	broken := 0 // model calls in a row that broke off
 	for step := 1; ; step++ {
 		if step > maxSteps {
 			return t.fail(codeMaxSteps, fmt.Sprintf("stopped after %d model calls without a final answer", maxSteps))
@@ -63,9 +65,14 @@ func (t *turn) run(in command) turnEndEvent {
 		t.usage.InputTokens += res.Usage.InputTokens
 		t.usage.OutputTokens += res.Usage.OutputTokens
 		if err != nil {
-			// Keep what the user saw; calls whose arguments did not finish
-			// are dropped.
-			if res.Content != "" {
+			var me *modelError
+			if !errors.As(err, &me) {
+				me = &modelError{Code: codeModelError, Message: t.a.model.redact(err.Error())}
+			}
+			retry := t.ctx.Err() == nil && me.Broken && broken < t.a.broken.retries
+			// Keep what the user saw, unless the call is made again; calls
+			// whose arguments did not finish are dropped.
+			if res.Content != "" && !retry {
 				t.record(message{Role: roleAssistant, Content: res.Content})
 			}
 			for _, c := range res.Calls {
@@ -77,12 +84,17 @@ func (t *turn) run(in command) turnEndEvent {
 			if t.ctx.Err() != nil {
 				return t.interrupted()
 			}
-			var me *modelError
-			if !errors.As(err, &me) {
-				me = &modelError{Code: codeModelError, Message: t.a.model.redact(err.Error())}
+			if !retry {
+				return t.fail(me.Code, me.Message)
 			}
-			return t.fail(me.Code, me.Message)
+			broken++
+			step-- // the call is made again, not a new step of the reply
+			if !t.retryBroken(broken, me, res) {
+				return t.interrupted()
+			}
+			continue
 		}
+		broken = 0
 		for _, c := range res.Calls {
 			if !t.started[c.ID] {
 				t.toolStart(c.ID, c.Function.Name)
@@ -112,6 +124,62 @@ func (t *turn) run(in command) turnEndEvent {
 			return t.interrupted()
 		}
 	}
+}
+
+// retryPolicy says how a model call that broke off is made again: at
+// most retries times in a row, after a pause from first doubling up to
+// maxBrokenPause.
+type retryPolicy struct {
+	retries int
+	first   time.Duration
+}
+
+// maxBrokenPause is the longest pause before a broken call is made again.
+const maxBrokenPause = 8 * time.Second
+
+// brokenPolicy is Config's BrokenRetries and BrokenPause with their
+// defaults: 6 tries after pauses from a second (with each call's
+// connection attempts, about two minutes in all: a server restart, a
+// holder's takeover).
+func brokenPolicy(retries int, first time.Duration) retryPolicy {
+	switch {
+	case retries == 0:
+		retries = 6
+	case retries < 0:
+		retries = 0
+	}
+	if first <= 0 {
+		first = time.Second
+	}
+	return retryPolicy{retries: retries, first: first}
+}
+
+// retryBroken reports a model call that broke off (model.retry) and waits
+// before it is made again; false when the reply was interrupted
+// meanwhile. What the broken call streamed stays in the log, marked by the
+// event; the conversation keeps none of it, so the model answers afresh.
+func (t *turn) retryBroken(attempt int, me *modelError, res streamResult) bool {
+	pause := t.a.broken.first
+	for i := 1; i < attempt && pause < maxBrokenPause; i++ {
+		pause *= 2
+	}
+	pause = min(pause, maxBrokenPause)
+	t.a.emit(modelRetryEvent{Type: "model.retry", Attempt: attempt, MaxAttempts: t.a.broken.retries, DelayMS: pause.Milliseconds(),
+		Error: me.Message, AfterOutput: res.Content != "" || len(res.Calls) > 0})
+	select {
+	case <-t.ctx.Done():
+		return false
+	case <-time.After(pause):
+		return true
+	}
+}
+
+// resend reports a model request sent again because its connection broke
+// before any answer (the model may have received it and answered no one):
+// a model.retry event, so the log shows it.
+func (t *turn) resend(try int, err error, pause time.Duration) {
+	t.a.emit(modelRetryEvent{Type: "model.retry", Attempt: try, MaxAttempts: t.a.model.connectLimit(),
+		DelayMS: pause.Milliseconds(), Error: t.a.model.redact(err.Error())})
 }
 
 // call runs one tool call, asking approval first when the mode says so,

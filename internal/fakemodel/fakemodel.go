@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -121,6 +122,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		reply = reply.compute(req)
 	}
 	switch {
+	case reply.reset:
+		drop(w)
+		return
 	case reply.status != 0:
 		if json.Valid([]byte(reply.body)) {
 			w.Header().Set("Content-Type", "application/json")
@@ -159,6 +163,24 @@ func (s *Server) withIDs(r Reply) Reply {
 		}
 	}
 	return r
+}
+
+// drop closes the client's connection with a reset (SO_LINGER 0), as a
+// server or a network that goes away does.
+func drop(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("fakemodel: the connection cannot be dropped")
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	_ = buf.Flush()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	conn.Close()
 }
 
 // writeError answers an OpenAI-style error.

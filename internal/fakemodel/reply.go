@@ -30,12 +30,18 @@ type Reply struct {
 	// Usage, when not nil, is the usage chunk's counts; otherwise they are
 	// derived from the request's and the reply's sizes.
 	Usage *Usage
+	// CutAfter, when positive, drops the connection (a reset) after that
+	// many chunks of the stream, the role chunk first: a stream that
+	// breaks off mid-way.
+	CutAfter int
 
 	// status and body answer with an HTTP error instead of a stream.
 	status int
 	body   string
 	// raw, when set, is written verbatim as the response body.
 	raw *string
+	// reset drops the connection before any answer.
+	reset bool
 	// compute makes the reply from the request.
 	compute func(Request) Reply
 }
@@ -76,6 +82,14 @@ func Func(f func(Request) Reply) Reply { return Reply{compute: f} }
 // Status is a reply that answers HTTP code with body (sent as JSON when it
 // is JSON, else as text).
 func Status(code int, body string) Reply { return Reply{status: code, body: body} }
+
+// Reset is no answer at all: the connection is dropped (a reset) as soon
+// as the request has been read.
+func Reset() Reply { return Reply{reset: true} }
+
+// WithCutAfter drops the connection after n chunks of the stream (see
+// Reply.CutAfter).
+func (r Reply) WithCutAfter(n int) Reply { r.CutAfter = n; return r }
 
 // Raw is a reply whose response body is body verbatim, with status 200 and
 // an event-stream content type: for malformed streams.

@@ -108,6 +108,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 			return
 		}
 		step()
+		if reply.CutAfter > 0 && i+1 >= reply.CutAfter {
+			drop(w)
+			return
+		}
 		if i == holdAfter && reply.Hold != nil && !s.wait(r, 0, reply.Hold) {
 			return
 		}

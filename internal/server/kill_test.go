@@ -184,3 +184,71 @@ func TestKillServerMidReply(t *testing.T) {
 	h.waitState(sid, "READY")
 	h.must(204, "DELETE", "/api/v1/sessions/"+sid, nil, nil)
 }
+
+// TestReplySurvivesServerMidStream: the server holding a Session stops
+// while the model's answer streams (200 deltas). Killed with -9 and
+// started again, the built-in agent makes the broken model call again
+// once the model path is back: the reply completes, its message is
+// marked where the answer started again (data-step-broken), its last
+// step's text is the model's whole answer, and the log is gap-free.
+// Stopped with SIGTERM, the server lets the reply finish first.
+func TestReplySurvivesServerMidStream(t *testing.T) {
+	answer := strings.Repeat("The answer streams on, piece by piece. ", 42)[:1600] // 200 deltas of 8 runes
+	for _, tc := range []struct {
+		name   string
+		stop   func(*serveProcess)
+		broken bool
+	}{
+		{"kill -9", (*serveProcess).kill9, true},
+		{"SIGTERM", (*serveProcess).stop, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newServeProcess(t)
+			p.start()
+			model := fakemodel.New(t, fakemodel.Text(answer).WithDelay(15*time.Millisecond), fakemodel.Text(answer)).WithKey(servertest.ModelKey)
+			h := &harness{Env: servertest.Attach(t, "http://"+p.addr, "native", model), t: t, model: model}
+			sid := h.session(h.agent("auto", nil))
+			rc := h.send(sid, "tell me", "")
+			deltas := 0
+			h.events(sid, 0, func(e logEvent) bool {
+				if e.Type == "text-delta" {
+					deltas++
+				}
+				return deltas == 20
+			})
+			stopped := time.Now()
+			tc.stop(p)
+			p.start()
+			evs := h.events(sid, 0, untilTurnEnded(rc.InputID))
+			t.Logf("the reply ended %v after the server stopped", time.Since(stopped).Round(time.Millisecond))
+			checkGapFree(t, evs, 1)
+			var last strings.Builder // the text of the reply's last step
+			broken, finish := 0, 0
+			for _, f := range frames(evs) {
+				switch f["type"] {
+				case "start-step":
+					last.Reset()
+				case "text-delta":
+					last.WriteString(f["delta"].(string))
+				case "data-step-broken":
+					broken++
+				case "finish":
+					finish++
+				case "data-turn-failure":
+					t.Fatalf("the reply failed: %v", f)
+				}
+			}
+			if last.String() != answer || finish != 1 {
+				t.Fatalf("the last step's text is %d runes (want the model's %d), %d finish frames: %s", len(last.String()), len(answer), finish, summarize(evs))
+			}
+			if tc.broken != (broken > 0) {
+				t.Fatalf("%d data-step-broken frames; want some: %v", broken, tc.broken)
+			}
+			if n := len(model.Requests()); (tc.broken && n != 2) || (!tc.broken && n != 1) {
+				t.Fatalf("the model was asked %d times", n)
+			}
+			h.waitState(sid, "READY")
+			h.must(204, "DELETE", "/api/v1/sessions/"+sid, nil, nil)
+		})
+	}
+}

@@ -76,6 +76,11 @@ const (
 	DataRetry      ChunkType = "data-retry"
 	DataCompaction ChunkType = "data-compaction"
 	DataModelError ChunkType = "data-model-error"
+	// DataStepBroken: the way to the model broke off after part of a
+	// model call's answer streamed, and the call is made again: {attempt,
+	// maxAttempts, delayMs, error}. What came before it in the message is
+	// the broken call's, replaced by what follows.
+	DataStepBroken ChunkType = "data-step-broken"
 )
 
 // IsData reports a data-* chunk type.

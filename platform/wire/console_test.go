@@ -72,4 +72,5 @@ func TestConsoleChunkTypes(t *testing.T) {
 
 // knownData are the data-* chunk types the wire defines.
 var knownData = map[ChunkType]bool{DataTurnAccepted: true, DataInputConsumed: true, DataInteraction: true, DataTurnFailure: true,
-	DataTurnInterrupted: true, DataResult: true, DataResumeCursor: true, DataRetry: true, DataCompaction: true, DataModelError: true}
+	DataTurnInterrupted: true, DataResult: true, DataResumeCursor: true, DataRetry: true, DataCompaction: true, DataModelError: true,
+	DataStepBroken: true}

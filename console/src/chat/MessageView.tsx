@@ -61,6 +61,15 @@ export const MessageView = memo(function MessageView({ message, answers }: Props
             if (ia.kind !== "question" || answers.pending?.interaction_id !== ia.interaction_id) return null;
             return <QuestionForm key={key} interaction={ia} onAnswer={answers.answer} />;
           }
+          if (part.type === "data-step-broken") {
+            // The way to the model broke off: what came before is replaced
+            // by the answer that follows.
+            return (
+              <p key={key} className="notice muted small" role="status" data-testid="step-broken">
+                The connection to the model broke off; the answer starts again below.
+              </p>
+            );
+          }
           if (part.type === "data-turn-failure") {
             const f = (part as { data: { code?: string; message?: string } }).data;
             return (

@@ -54,6 +54,7 @@ func TestDecodeClassifies(t *testing.T) {
 		{`{"type":"approval.request","interaction_id":"ia","tool_call_id":"c","name":"shell","input":{}}`, engine.Frame},
 		{`{"type":"turn.end","input_id":"in_1","outcome":"completed","finish_reason":"stop"}`, engine.ReplyEnded},
 		{`{"type":"state.saved","bytes":10}`, engine.StateGrew},
+		{`{"type":"model.retry","attempt":1,"max_attempts":6,"delay_ms":1000,"error":"model stream: read: reset","after_output":true}`, engine.Frame},
 		{`{"type":"state","state":"working"}`, engine.StateChanged},
 		{`{"type":"log","message":"hi"}`, engine.Diagnostic},
 		{`{"type":"surprise"}`, engine.Diagnostic},
@@ -158,4 +159,21 @@ func types(t *testing.T, b []byte) string {
 		out = append(out, typ)
 	}
 	return strings.Join(out, " ")
+}
+
+// TestDecodeModelRetry: a model call made again after output marks the
+// message (data-step-broken, kept); one made again before any output is a
+// transient data-retry.
+func TestDecodeModelRetry(t *testing.T) {
+	for _, tc := range []struct {
+		afterOutput bool
+		want        string
+	}{{true, `{"data":{"attempt":2,"delayMs":2000,"error":"model stream: read: reset","maxAttempts":6},"type":"data-step-broken"}`},
+		{false, `{"data":{"attempt":2,"delayMs":2000,"error":"model stream: read: reset","maxAttempts":6},"transient":true,"type":"data-retry"}`}} {
+		line := fmt.Sprintf(`{"type":"model.retry","attempt":2,"max_attempts":6,"delay_ms":2000,"error":"model stream: read: reset","after_output":%v}`, tc.afterOutput)
+		evs := astrabox.New().NewDecoder().Decode([]byte(line))
+		if len(evs) != 1 || evs[0].Kind != engine.Frame || string(evs[0].Chunk) != tc.want {
+			t.Fatalf("after_output %v: %+v, want the frame %s", tc.afterOutput, evs, tc.want)
+		}
+	}
 }

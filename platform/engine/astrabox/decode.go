@@ -31,6 +31,10 @@ type event struct {
 	Inputs         []string        `json:"inputs"`
 	Bytes          int64           `json:"bytes"`
 	Message        string          `json:"message"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	DelayMS        int64           `json:"delay_ms"`
+	AfterOutput    bool            `json:"after_output"`
 }
 
 // decoder translates the agent's events into UI chunks and control events.
@@ -58,6 +62,14 @@ func (d *decoder) Decode(raw []byte) []engine.Event {
 		return []engine.Event{engine.FrameOf(wire.StartStep())}
 	case "step.finish":
 		return []engine.Event{engine.FrameOf(wire.FinishStep())}
+	case "model.retry":
+		data := map[string]any{"attempt": ev.Attempt, "maxAttempts": ev.MaxAttempts, "delayMs": ev.DelayMS, "error": errorText(ev.Error)}
+		if ev.AfterOutput {
+			// What the broken call streamed stays in the message: the
+			// mark that the answer starts again stays with it.
+			return []engine.Event{engine.FrameOf(wire.Data(wire.DataStepBroken, data))}
+		}
+		return []engine.Event{engine.FrameOf(wire.Transient(wire.DataRetry, data))}
 	case "text.start", "reasoning.start":
 		return []engine.Event{engine.FrameOf(wire.PartStart(partKind(ev.Type), ev.ID))}
 	case "text.delta", "reasoning.delta":
