@@ -14,8 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/astrabox/astrabox/api"
@@ -67,6 +69,10 @@ type serveConfig struct {
 	SessionLimits sessionLimitsConfig `json:"sessionLimits"`
 	// Auth configures sign-in and keys (serve_auth.go).
 	Auth authConfig `json:"auth"`
+	// ShutdownGrace is the seconds a stopping server (SIGTERM, Ctrl-C)
+	// lets replies in progress finish before it hands their Sessions over
+	// (default 20; a second signal exits at once).
+	ShutdownGrace int `json:"shutdownGrace"`
 }
 
 // replicasConfig is the "replicas" section of the config file.
@@ -111,6 +117,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.Replicas.ReconcileInterval < 0 {
 		return errors.New("replicas.reconcileInterval must not be negative")
+	}
+	if c.ShutdownGrace < 0 {
+		return errors.New("shutdownGrace must not be negative")
 	}
 	if c.Replicas.SessionLease < 0 {
 		return errors.New("replicas.sessionLease must not be negative")
@@ -379,7 +388,8 @@ func serverConfig(ctx context.Context, f serveFlags, cfg serveConfig, env Env, s
 		Profiles: cfg.Profiles, MaxSandboxes: f.maxSandboxes, Limits: limits, HTTP: httpLimits,
 		MetricsRequireKey: cfg.HTTP.MetricsRequireKey, Insecure: f.insecure, PublicHost: f.publicHost, EndpointDomain: f.endpointDomain,
 		Vault: ring, Egress: state.egress, Logger: log, ReconcileInterval: time.Duration(cfg.Replicas.ReconcileInterval) * time.Second,
-		LeaseTTL: time.Duration(cfg.Replicas.SessionLease) * time.Second, SessionLimits: sessionLimits}
+		LeaseTTL: time.Duration(cfg.Replicas.SessionLease) * time.Second, SessionLimits: sessionLimits,
+		ShutdownGrace: time.Duration(cfg.ShutdownGrace) * time.Second}
 	if pg, ok := state.store.(*postgres.Store); ok {
 		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
 		if err != nil {
@@ -423,9 +433,11 @@ func serverConfig(ctx context.Context, f serveFlags, cfg serveConfig, env Env, s
 }
 
 // serve listens, makes the server of scfg and serves until ctx is done or
-// serving fails; then it drains: unready first, the Sessions this replica
-// holds handed to the others at once, then the requests in flight let
-// finish (for up to 10 seconds).
+// serving fails; then it drains: unready first, replies in progress let
+// finish (up to shutdownGrace, saying each second what it waits for), the
+// Sessions this replica holds handed to the others at once, then the
+// requests in flight let finish (streams after a second, the rest up to
+// 10 seconds). A second signal exits at once.
 func serve(ctx context.Context, f serveFlags, cfg serveConfig, scfg server.Config, plainKey string, order []string, stdio IO, log *slog.Logger) error {
 	l, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -447,6 +459,12 @@ func serve(ctx context.Context, f serveFlags, cfg serveConfig, scfg server.Confi
 		return err
 	}
 	hs := srv.HTTPServer()
+	// Streams (followers, ai-streams) last until their clients leave; at
+	// the stop they are ended (their clients resume elsewhere or after the
+	// restart), so they do not hold the stop for Shutdown's whole wait.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	hs.BaseContext = func(net.Listener) context.Context { return streams }
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(srv.Listener(l)) }()
 	if err := srv.Start(ctx); err != nil {
@@ -465,13 +483,37 @@ func serve(ctx context.Context, f serveFlags, cfg serveConfig, scfg server.Confi
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	}
+	exitOnSecondSignal(log)
+	stopping := time.Now()
+	log.Info("stopping: no new work taken; replies in progress finish first (a second signal exits at once)")
 	srv.Handler.SetDraining()
 	srv.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	go func() { // requests in flight get a second, then streams end
+		select {
+		case <-time.After(time.Second):
+			endStreams()
+		case <-shutdownCtx.Done():
+		}
+	}()
 	_ = hs.Shutdown(shutdownCtx)
-	log.Info("stopped; sandboxes keep running and are re-attached at the next start")
+	log.Info("stopped; sandboxes keep running and are re-attached at the next start", "took", time.Since(stopping).Round(time.Millisecond))
 	return nil
+}
+
+// exitOnSecondSignal exits the process at once on the next SIGINT or
+// SIGTERM: a person who asked twice does not wait for the graceful stop.
+// What it skips is safe to skip: sandboxes keep running, and the leases
+// of this replica's Sessions lapse and are taken over.
+func exitOnSecondSignal(log *slog.Logger) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		log.Warn("second signal: exiting now, without waiting for replies in progress", "signal", sig.String())
+		os.Exit(130)
+	}()
 }
 
 func openStore(ctx context.Context, database, dataDir string) (store.Store, error) {

@@ -252,3 +252,51 @@ func TestReplySurvivesServerMidStream(t *testing.T) {
 		})
 	}
 }
+
+// TestStopWaitsForRepliesAndASecondSignalExits: on SIGTERM the server
+// keeps a reply in progress going and says, each second, which Sessions
+// it waits for; a second SIGTERM ends it at once, the reply still held.
+func TestStopWaitsForRepliesAndASecondSignalExits(t *testing.T) {
+	p := newServeProcess(t)
+	p.start()
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	model := fakemodel.New(t, fakemodel.Text("held until the test ends").HoldUntil(gate)).WithKey(servertest.ModelKey)
+	h := &harness{Env: servertest.Attach(t, "http://"+p.addr, "native", model), t: t, model: model}
+	sid := h.session(h.agent("auto", nil))
+	h.send(sid, "hold on", "")
+	h.events(sid, 0, func(e logEvent) bool { return e.Type == "text-delta" })
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	waiting := "waiting for replies in progress"
+	for !strings.Contains(p.log.String(), waiting) {
+		select {
+		case <-p.exited:
+			t.Fatalf("the server exited with a reply in progress:\n%s", p.log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if line := lineWith(p.log.String(), waiting); !strings.Contains(line, sid) {
+		t.Fatalf("the wait does not name the Session %s: %s", sid, line)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("a second SIGTERM did not end the server")
+	}
+	if !strings.Contains(p.log.String(), "second signal") {
+		t.Fatalf("the log does not say why it exited:\n%s", p.log.String())
+	}
+	p.start() // the reply's Session is taken up again; the test's end releases the model
+	h.must(204, "DELETE", "/api/v1/sessions/"+sid, nil, nil)
+}
+
+// lineWith is the first line of s holding sub.
+func lineWith(s, sub string) string {
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			return line
+		}
+	}
+	return ""
+}

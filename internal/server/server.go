@@ -90,6 +90,9 @@ type Config struct {
 	// SessionLimits bound each agent Session whose profile sets none
 	// (zero fields: runner.DefaultLimits').
 	SessionLimits lifecycle.SessionLimits
+	// ShutdownGrace bounds how long Close lets replies in progress finish
+	// before it hands their Sessions over (default 20 s).
+	ShutdownGrace time.Duration
 	Logger        *slog.Logger
 }
 
@@ -162,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	runners := runner.New(runner.Config{Catalog: cat, Store: cfg.Store, Sandboxes: svc, Log: log, Notifier: cfg.Notifier,
-		Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL, Egress: cfg.Egress,
+		Holder: cfg.Holder, LeaseTTL: cfg.LeaseTTL, Egress: cfg.Egress, DrainTimeout: cfg.ShutdownGrace,
 		IdleTimeout: cfg.SessionIdleTimeout, Limits: cfg.SessionLimits, Logger: cfg.Logger.With("component", "runner")})
 	sessions, err := platform.NewSessions(platform.SessionsConfig{Store: cfg.Store, Catalog: cat, Log: log, Runtimes: runners,
 		Logger: cfg.Logger.With("component", "platform")})

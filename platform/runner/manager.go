@@ -197,13 +197,7 @@ func (m *Manager) Close() {
 		rs = append(rs, r)
 	}
 	m.mu.Unlock()
-	deadline := time.After(m.cfg.DrainTimeout)
-	for _, r := range rs {
-		select {
-		case <-r.done:
-		case <-deadline:
-		}
-	}
+	m.awaitReplies(rs)
 	m.mu.Lock()
 	m.stop()
 	for _, r := range m.runners {
@@ -219,6 +213,45 @@ func (m *Manager) Close() {
 		// Sessions over now rather than at their next sweep.
 		m.cfg.Notifier.Notify(releasedStream)
 	}
+}
+
+// awaitReplies waits, up to DrainTimeout, for the runners rs to end (a
+// draining runner ends once its reply in progress does), saying each
+// second which Sessions it still waits for.
+func (m *Manager) awaitReplies(rs []*runner) {
+	deadline := time.NewTimer(m.cfg.DrainTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	for _, r := range rs {
+	wait:
+		for {
+			select {
+			case <-r.done:
+				break wait
+			case <-deadline.C:
+				m.log.Warn("stopping: replies still in progress are handed over now", "sessions", running(rs), "grace", m.cfg.DrainTimeout)
+				return
+			case <-tick.C:
+				m.log.Info("stopping: waiting for replies in progress", "sessions", running(rs),
+					"waited", time.Since(start).Round(time.Second), "grace", m.cfg.DrainTimeout)
+			}
+		}
+	}
+}
+
+// running lists the Sessions of the runners in rs that have not ended.
+func running(rs []*runner) []string {
+	var ids []string
+	for _, r := range rs {
+		select {
+		case <-r.done:
+		default:
+			ids = append(ids, r.id)
+		}
+	}
+	return ids
 }
 
 // releasedStream is the notification a replica sends when it let its
