@@ -193,7 +193,7 @@ func TestKillServerMidReply(t *testing.T) {
 // step's text is the model's whole answer, and the log is gap-free.
 // Stopped with SIGTERM, the server lets the reply finish first.
 func TestReplySurvivesServerMidStream(t *testing.T) {
-	answer := strings.Repeat("The answer streams on, piece by piece. ", 42)[:1600] // 200 deltas of 8 runes
+	answer := longAnswer
 	for _, tc := range []struct {
 		name   string
 		stop   func(*serveProcess)
@@ -221,35 +221,46 @@ func TestReplySurvivesServerMidStream(t *testing.T) {
 			p.start()
 			evs := h.events(sid, 0, untilTurnEnded(rc.InputID))
 			t.Logf("the reply ended %v after the server stopped", time.Since(stopped).Round(time.Millisecond))
-			checkGapFree(t, evs, 1)
-			var last strings.Builder // the text of the reply's last step
-			broken, finish := 0, 0
-			for _, f := range frames(evs) {
-				switch f["type"] {
-				case "start-step":
-					last.Reset()
-				case "text-delta":
-					last.WriteString(f["delta"].(string))
-				case "data-step-broken":
-					broken++
-				case "finish":
-					finish++
-				case "data-turn-failure":
-					t.Fatalf("the reply failed: %v", f)
-				}
-			}
-			if last.String() != answer || finish != 1 {
-				t.Fatalf("the last step's text is %d runes (want the model's %d), %d finish frames: %s", len(last.String()), len(answer), finish, summarize(evs))
-			}
-			if tc.broken != (broken > 0) {
-				t.Fatalf("%d data-step-broken frames; want some: %v", broken, tc.broken)
-			}
+			checkWholeAnswer(t, evs, answer, tc.broken)
 			if n := len(model.Requests()); (tc.broken && n != 2) || (!tc.broken && n != 1) {
 				t.Fatalf("the model was asked %d times", n)
 			}
 			h.waitState(sid, "READY")
 			h.must(204, "DELETE", "/api/v1/sessions/"+sid, nil, nil)
 		})
+	}
+}
+
+// longAnswer is a model answer of 200 deltas (of 8 runes each).
+var longAnswer = strings.Repeat("The answer streams on, piece by piece. ", 42)[:1600]
+
+// checkWholeAnswer fails t unless evs, the log of one reply, is gap-free
+// and complete (one finish, no failure) with answer as its last step's
+// text, and has a data-step-broken mark exactly when broken.
+func checkWholeAnswer(t *testing.T, evs []logEvent, answer string, broken bool) {
+	t.Helper()
+	checkGapFree(t, evs, 1)
+	var last strings.Builder // the text of the reply's last step
+	marks, finish := 0, 0
+	for _, f := range frames(evs) {
+		switch f["type"] {
+		case "start-step":
+			last.Reset()
+		case "text-delta":
+			last.WriteString(f["delta"].(string))
+		case "data-step-broken":
+			marks++
+		case "finish":
+			finish++
+		case "data-turn-failure":
+			t.Fatalf("the reply failed: %v", f)
+		}
+	}
+	if last.String() != answer || finish != 1 {
+		t.Fatalf("the last step's text is %d runes (want the model's %d), %d finish frames: %s", len(last.String()), len(answer), finish, summarize(evs))
+	}
+	if broken != (marks > 0) {
+		t.Fatalf("%d data-step-broken frames; want some: %v", marks, broken)
 	}
 }
 

@@ -320,3 +320,39 @@ func TestSessionTakeover(t *testing.T) {
 		t.Fatalf("holder after the takeover %v, want replica B", holder)
 	}
 }
+
+// TestTakeoverMidStream: of three replicas, the one holding a Session is
+// killed (-9) while the model's answer streams; another takes the Session
+// over, the built-in agent makes the broken model call again through the
+// new holder's model path, and the reply completes whole.
+func TestTakeoverMidStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	reps := startReplicas(t, ctx, 3)
+	image := servertest.DockerImage(t)
+	model := fakemodel.New(t, fakemodel.Text(longAnswer).WithDelay(15*time.Millisecond), fakemodel.Text(longAnswer)).WithKey(servertest.ModelKey)
+	onA, onB := on(t, reps, 0, model, image), on(t, reps, 1, model, image)
+	sid := onA.session(onA.agent("auto", nil))
+	t.Cleanup(func() { onB.call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
+	rc := onA.send(sid, "tell me", "")
+	deltas := 0
+	onB.events(sid, 0, func(e logEvent) bool {
+		if e.Type == "text-delta" {
+			deltas++
+		}
+		return deltas == 20
+	})
+	var sess map[string]any
+	onB.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
+	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[0].addr {
+		t.Fatalf("holder %v, want replica A", holder)
+	}
+	killed := time.Now()
+	reps[0].kill9()
+	evs := onB.events(sid, 0, untilTurnEnded(rc.InputID))
+	t.Logf("the reply ended %v after its holder was killed", time.Since(killed).Round(time.Millisecond))
+	checkWholeAnswer(t, evs, longAnswer, true)
+	if n := len(model.Requests()); n != 2 {
+		t.Fatalf("the model was asked %d times, want 2 (the broken call and its retry)", n)
+	}
+}
