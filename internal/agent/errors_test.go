@@ -28,7 +28,7 @@ func TestModelFailuresEndTheTurn(t *testing.T) {
 	}{
 		{name: "http error", reply: fakemodel.Status(500, `{"error":{"message":"the model is on fire"}}`), code: codeModelError, wantInMsg: "HTTP 500: the model is on fire"},
 		{name: "text error body", reply: fakemodel.Status(502, "bad gateway"), code: codeModelError, wantInMsg: "HTTP 502: bad gateway"},
-		{name: "wrong key", key: "another-key", code: codeModelError, wantInMsg: "HTTP 401"},
+		{name: "wrong key", key: "another-key", code: codeModelError, wantInMsg: "HTTP 401: fakemodel: invalid API key (the model endpoint refused the key"},
 		{name: "echoed credential", reply: fakemodel.Func(func(r fakemodel.Request) fakemodel.Reply {
 			return fakemodel.Status(400, `{"error":{"message":"rejected `+r.Header.Get("Authorization")+`"}}`)
 		}), code: codeModelError, wantInMsg: "rejected Bearer [redacted]"},
@@ -184,5 +184,24 @@ func TestBrokenModelCallIsMadeAgain(t *testing.T) {
 				t.Fatalf("the conversation file:\n%s", state)
 			}
 		})
+	}
+}
+
+// TestBrokenModelCallGivesUp: a way to the model that stays broken past
+// the retries fails the reply, saying so in words.
+func TestBrokenModelCallGivesUp(t *testing.T) {
+	cut := fakemodel.Text("breaks off again and again").WithCutAfter(2)
+	model := fakemodel.New(t, cut, cut, fakemodel.Text("never asked"))
+	cfg := testConfig(t, model)
+	cfg.BrokenRetries, cfg.BrokenPause = 1, 10*time.Millisecond
+	h := startAgent(t, cfg)
+	h.input("in_1", "hello")
+	end := h.waitEnd("in_1")
+	msg, _ := end.obj("error")["message"].(string)
+	if end.str("outcome") != outcomeFailed || !strings.Contains(msg, "did not come back after 2 tries") {
+		t.Fatalf("turn.end %v", end)
+	}
+	if n := len(model.Requests()); n != 2 {
+		t.Fatalf("%d model requests, want 2", n)
 	}
 }

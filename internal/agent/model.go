@@ -145,6 +145,9 @@ func (c *modelClient) stream(ctx context.Context, messages []message, tools []to
 		if detail := errorDetail(b); detail != "" {
 			msg += ": " + detail
 		}
+		if hint := statusHint(resp.StatusCode); hint != "" {
+			msg += " (" + hint + ")"
+		}
 		return streamResult{}, &modelError{Code: codeModelError, Message: c.redact(msg)}
 	}
 	res, err := parseStream(resp.Body, h)
@@ -199,6 +202,21 @@ func (c *modelClient) post(ctx context.Context, body []byte, h streamHandler) (*
 		}
 		pause = min(2*pause, 3*time.Second)
 	}
+}
+
+// statusHint says what to do about a model's error answer, in words.
+func statusHint(code int) string {
+	switch {
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return "the model endpoint refused the key: check the runtime profile's model.api_key"
+	case code == http.StatusNotFound:
+		return "check the runtime profile's model.base_url and the Agent's model name"
+	case code == http.StatusTooManyRequests:
+		return "the model endpoint's rate limit: it was asked again as often as the profile's model.retries allow; send the input again later"
+	case code >= 500:
+		return "the model endpoint failed: it was asked again as often as the profile's model.retries allow; send the input again later"
+	}
+	return ""
 }
 
 // connectLimit is how many tries post makes.

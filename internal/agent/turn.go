@@ -85,7 +85,11 @@ func (t *turn) run(in command) turnEndEvent {
 				return t.interrupted()
 			}
 			if !retry {
-				return t.fail(me.Code, me.Message)
+				msg := me.Message
+				if me.Broken && broken > 0 {
+					msg = fmt.Sprintf("the way to the model broke off and did not come back after %d tries (the AstraBox server holding this Session may have stopped, or the network to the model failed); send the input again: %s", broken+1, msg)
+				}
+				return t.fail(me.Code, msg)
 			}
 			broken++
 			step-- // the call is made again, not a new step of the reply
