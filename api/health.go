@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/api/idempotency"
 	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/platform"
 	"github.com/astrabox/astrabox/sandbox"
@@ -23,6 +24,7 @@ import (
 // Config.MetricsRequireKey is set.
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(idempotency.HeaderBoot, s.boot) // which start of this replica answers
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 

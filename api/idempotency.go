@@ -15,9 +15,9 @@ const HeaderIdempotencyKey = idempotency.Header
 // idempotent runs do once per Idempotency-Key (scoped by scope): a repeat
 // with the same body gets the first answer again; a different body gets
 // 422. Without the header, do simply runs. Errors are not remembered, so a
-// failed request can be retried with the same key (idempotency.Serve).
+// failed request can be retried with the same key (idempotency.Keeper).
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, scope string, body []byte, do func() (int, any, error)) {
-	idempotency.Serve(w, r, s.cfg.Store, s.log, scope, body, 0, do)
+	s.idem.Serve(w, r, scope, body, 0, do)
 }
 
 // callerID is the user id of r's caller ("" for none), which scopes its

@@ -16,7 +16,7 @@ func (s *Server) platformRoutes() {
 		Catalog:      s.cat,
 		Sessions:     s.cfg.Sessions,
 		Backends:     s.svc,
-		Store:        s.cfg.Store,
+		Idempotency:  s.idem,
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log,
 		// An open event stream re-authenticates its request about every

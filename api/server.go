@@ -8,16 +8,19 @@
 package api
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
+	"github.com/astrabox/astrabox/api/idempotency"
 	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/api/shipyard"
 	"github.com/astrabox/astrabox/identity"
@@ -111,6 +114,10 @@ type Server struct {
 	// its hosts (the proxy only).
 	epHost, epPort string
 	epMux          *http.ServeMux
+	// boot is this process's id, new at every start (/healthz says it);
+	// idem runs idempotent requests, its reservations named by it.
+	boot string
+	idem *idempotency.Keeper
 }
 
 // SetDraining marks the server as shutting down (see /readyz).
@@ -147,6 +154,11 @@ func New(cfg Config) *Server {
 		cfg.Accounts = identity.NewAccounts(identity.AccountsConfig{Store: cfg.Store, Auth: cfg.Auth, Logger: cfg.Logger})
 	}
 	s := &Server{cfg: cfg, auth: cfg.Auth, svc: cfg.Service, cat: cfg.Catalog, log: cfg.Logger, mux: http.NewServeMux()}
+	s.boot = rand.Text()[:16]
+	s.idem = &idempotency.Keeper{Store: cfg.Store, Log: cfg.Logger, Self: cmp.Or(cfg.Holder, "local") + "#" + s.boot}
+	if strings.HasPrefix(cfg.Holder, "http") {
+		s.idem.Probe = idempotency.ProbeHealth(&http.Client{Timeout: 2 * time.Second})
+	}
 	if cfg.EndpointDomain != "" {
 		var err error
 		if s.epHost, s.epPort, err = ParseEndpointDomain(cfg.EndpointDomain); err != nil {

@@ -100,6 +100,9 @@ type Idempotency struct {
 	Status      int
 	Body        []byte
 	CreatedAt   time.Time
+	// Holder names the process that reserved the key (Status 0), for the
+	// caller to tell whether it still lives; opaque here.
+	Holder string
 }
 
 // Profile is a named RuntimeProfile, stored as JSON.

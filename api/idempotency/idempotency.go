@@ -11,8 +11,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/astrabox/astrabox/api/httpx"
@@ -28,8 +30,75 @@ const Header = "Idempotency-Key"
 const TTL = 24 * time.Hour
 
 // staleReservation is how long a key may stay reserved by a request that
-// has not answered before another request with it may take over.
+// has not answered before another request with it may take over, when
+// the process that reserved it cannot be told dead sooner (see Keeper).
 const staleReservation = 5 * time.Minute
+
+// HeaderBoot names, on /healthz answers, the boot of the process that
+// answers: a process's Keeper.Self ends with it.
+const HeaderBoot = "X-AstraBox-Boot"
+
+// Keeper runs requests once per Idempotency-Key (Serve). Its zero Self
+// and Probe fall back to the staleReservation timer alone.
+type Keeper struct {
+	Store Store
+	Log   *slog.Logger
+	// Self names this process in its reservations: its replica's URL (as
+	// other replicas reach it), "#", and a boot id new at every start.
+	Self string
+	// Probe asks the process at url for its boot id (its /healthz
+	// HeaderBoot); an error when it does not answer. Nil: never asked.
+	Probe func(ctx context.Context, url string) (string, error)
+}
+
+// holderGone reports whether the process that reserved a key, holder (a
+// Self), is known to be gone: one at this process's address with another
+// boot (this replica restarted), or one that does not answer its address
+// or answers with another boot. A reservation of this process, or of one
+// made before holders were kept, is not.
+func (k *Keeper) holderGone(ctx context.Context, holder string) bool {
+	if holder == "" || k.Self == "" || holder == k.Self {
+		return false
+	}
+	url, boot, ok := strings.Cut(holder, "#")
+	if !ok {
+		return false
+	}
+	selfURL, _, _ := strings.Cut(k.Self, "#")
+	if url == selfURL {
+		return true
+	}
+	if k.Probe == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	got, err := k.Probe(ctx, url)
+	return err != nil || got != boot
+}
+
+// probeTimeout bounds asking another process whether it lives.
+const probeTimeout = 2 * time.Second
+
+// ProbeHealth is a Keeper.Probe over HTTP: GET url/healthz, its
+// HeaderBoot.
+func ProbeHealth(client *http.Client) func(ctx context.Context, url string) (string, error) {
+	return func(ctx context.Context, url string) (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/healthz", nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("healthz answered %d", resp.StatusCode)
+		}
+		return resp.Header.Get(HeaderBoot), nil
+	}
+}
 
 // Store keeps the answers: store.Idempotencies without its sweep.
 type Store interface {
@@ -44,11 +113,13 @@ type Store interface {
 // with the same body gets the first answer again, with the header
 // Idempotent-Replayed and the status replayStatus (0: the first answer's
 // status); a repeat with a different body gets 422; one while the first
-// is still running gets 409. A reservation older than a few minutes whose
-// request never answered is taken over. Without the header, do simply
-// runs. body is what is compared (the request body as read); log gets a
+// is still running gets 409. A reservation whose request never answered
+// is taken over once the process that made it is known gone (see
+// holderGone), or else after a few minutes. Without the header, do simply
+// runs. body is what is compared (the request body as read); k.Log gets a
 // failure to store an answer, which the client does not see.
-func Serve(w http.ResponseWriter, r *http.Request, st Store, log *slog.Logger, scope string, body []byte, replayStatus int, do func() (int, any, error)) {
+func (k *Keeper) Serve(w http.ResponseWriter, r *http.Request, scope string, body []byte, replayStatus int, do func() (int, any, error)) {
+	st, log := k.Store, k.Log
 	key := r.Header.Get(Header)
 	if key == "" {
 		status, v, err := do()
@@ -67,14 +138,14 @@ func Serve(w http.ResponseWriter, r *http.Request, st Store, log *slog.Logger, s
 	hash := hex.EncodeToString(sum[:])
 	fullKey := scope + ":" + key
 	// Reserve the key first, so concurrent repeats do not both run.
-	pending := store.Idempotency{Key: fullKey, RequestHash: hash, Status: 0, CreatedAt: time.Now().UTC()}
+	pending := store.Idempotency{Key: fullKey, RequestHash: hash, Status: 0, CreatedAt: time.Now().UTC(), Holder: k.Self}
 	got, existed, err := st.PutIdempotency(r.Context(), pending)
 	if err != nil {
 		httpx.WriteError(w, err)
 		return
 	}
-	if existed && got.Status == 0 && time.Since(got.CreatedAt) > staleReservation {
-		// The request that reserved the key never answered (the server
+	if existed && got.Status == 0 && (time.Since(got.CreatedAt) > staleReservation || k.holderGone(r.Context(), got.Holder)) {
+		// The request that reserved the key never answered (its server
 		// stopped mid-way): release it and run this one.
 		_ = st.DeleteIdempotency(r.Context(), fullKey)
 		got, existed, err = st.PutIdempotency(r.Context(), pending)

@@ -32,25 +32,21 @@ import (
 	"github.com/astrabox/astrabox/sandbox"
 )
 
-// Store is what the routes keep in the server's store: idempotent answers
-// (creating a conversation). store.Store satisfies it.
-type Store interface {
-	idempotency.Store
-}
-
 // Backends lists the enabled sandbox backends by name, whose images
 // GET /api/v1/engines checks (lifecycle.Service satisfies it).
 type Backends interface {
 	Backends() map[string]sandbox.Provider
 }
 
-// Config configures the routes. Catalog, Sessions, Backends and Store
-// are required by the routes that use them.
+// Config configures the routes. Catalog, Sessions, Backends and
+// Idempotency are required by the routes that use them.
 type Config struct {
 	Catalog  *platform.Catalog
 	Sessions *platform.Sessions
 	Backends Backends
-	Store    Store
+	// Idempotency runs the requests safe to retry with an Idempotency-Key
+	// (creating a conversation).
+	Idempotency *idempotency.Keeper
 	// MaxBodyBytes bounds JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -144,7 +140,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 // idempotent runs do once per Idempotency-Key under scope, a replayed
 // answer with replayStatus (idempotency.Serve).
 func (h *Handler) idempotent(w http.ResponseWriter, r *http.Request, scope string, body []byte, replayStatus int, do func() (int, any, error)) {
-	idempotency.Serve(w, r, h.cfg.Store, h.log, scope, body, replayStatus, do)
+	h.cfg.Idempotency.Serve(w, r, scope, body, replayStatus, do)
 }
 
 // asPlatformInvalid answers the sandbox layer's invalid-body code with the

@@ -18,9 +18,9 @@ import (
 func (st *Store) PutIdempotency(ctx context.Context, rec store.Idempotency) (store.Idempotency, bool, error) {
 	rec.CreatedAt = nowIfZero(rec.CreatedAt).UTC().Truncate(time.Microsecond)
 	for {
-		tag, err := st.pool.Exec(ctx, `INSERT INTO idempotency (key, request_hash, status, body, created_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING`,
-			rec.Key, rec.RequestHash, rec.Status, rec.Body, rec.CreatedAt)
+		tag, err := st.pool.Exec(ctx, `INSERT INTO idempotency (key, request_hash, status, body, created_at, holder)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING`,
+			rec.Key, rec.RequestHash, rec.Status, rec.Body, rec.CreatedAt, rec.Holder)
 		if err != nil {
 			return store.Idempotency{}, false, fmt.Errorf("put idempotency: %w", err)
 		}
@@ -30,9 +30,9 @@ func (st *Store) PutIdempotency(ctx context.Context, rec store.Idempotency) (sto
 		// A separate statement, so that it sees the row the insert met even
 		// when that row's transaction committed after the insert began.
 		var got store.Idempotency
-		err = st.pool.QueryRow(ctx, `SELECT key, request_hash, status, body, created_at
+		err = st.pool.QueryRow(ctx, `SELECT key, request_hash, status, body, created_at, holder
 			FROM idempotency WHERE key = $1`, rec.Key).Scan(
-			&got.Key, &got.RequestHash, &got.Status, &got.Body, &got.CreatedAt)
+			&got.Key, &got.RequestHash, &got.Status, &got.Body, &got.CreatedAt, &got.Holder)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // removed since the insert met it: try again
 		}

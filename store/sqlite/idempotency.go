@@ -20,9 +20,9 @@ func (st *Store) PutIdempotency(ctx context.Context, rec store.Idempotency) (sto
 		return store.Idempotency{}, false, fmt.Errorf("put idempotency: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO idempotency (key, request_hash, status, body, created_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
-		rec.Key, rec.RequestHash, rec.Status, rec.Body, micros(rec.CreatedAt))
+	res, err := tx.ExecContext(ctx, `INSERT INTO idempotency (key, request_hash, status, body, created_at, holder)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		rec.Key, rec.RequestHash, rec.Status, rec.Body, micros(rec.CreatedAt), rec.Holder)
 	if err != nil {
 		return store.Idempotency{}, false, fmt.Errorf("put idempotency: %w", err)
 	}
@@ -40,9 +40,9 @@ func (st *Store) PutIdempotency(ctx context.Context, rec store.Idempotency) (sto
 		got     store.Idempotency
 		created int64
 	)
-	if err := tx.QueryRowContext(ctx, `SELECT key, request_hash, status, body, created_at
+	if err := tx.QueryRowContext(ctx, `SELECT key, request_hash, status, body, created_at, holder
 		FROM idempotency WHERE key = ?`, rec.Key).Scan(
-		&got.Key, &got.RequestHash, &got.Status, &got.Body, &created); err != nil {
+		&got.Key, &got.RequestHash, &got.Status, &got.Body, &created, &got.Holder); err != nil {
 		return store.Idempotency{}, false, fmt.Errorf("put idempotency: %w", err)
 	}
 	got.CreatedAt = fromMicros(created)

@@ -14,7 +14,7 @@ import (
 func checkIdempotency(t *testing.T, what string, got, want store.Idempotency) {
 	t.Helper()
 	if got.Key != want.Key || got.RequestHash != want.RequestHash || got.Status != want.Status ||
-		!bytes.Equal(got.Body, want.Body) || !sameTime(got.CreatedAt, want.CreatedAt) {
+		!bytes.Equal(got.Body, want.Body) || !sameTime(got.CreatedAt, want.CreatedAt) || got.Holder != want.Holder {
 		t.Errorf("%s = %+v, want %+v", what, got, want)
 	}
 }
@@ -35,6 +35,10 @@ func testIdempotency(t *testing.T, st store.Store) {
 			store.Idempotency{Key: "renew:k1", RequestHash: "h1", Status: 200, CreatedAt: t0}, false},
 		{"large body", store.Idempotency{Key: "create:big", RequestHash: "h", Status: 200, Body: blob(1 << 20), CreatedAt: t0},
 			store.Idempotency{Key: "create:big", RequestHash: "h", Status: 200, Body: blob(1 << 20), CreatedAt: t0}, false},
+		{"reserved", store.Idempotency{Key: "create:held", RequestHash: "h", CreatedAt: t0, Holder: "http://10.0.0.7:8080#b00t"},
+			store.Idempotency{Key: "create:held", RequestHash: "h", CreatedAt: t0, Holder: "http://10.0.0.7:8080#b00t"}, false},
+		{"reserved, read back", store.Idempotency{Key: "create:held", RequestHash: "h", CreatedAt: t0, Holder: "other"},
+			store.Idempotency{Key: "create:held", RequestHash: "h", CreatedAt: t0, Holder: "http://10.0.0.7:8080#b00t"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
