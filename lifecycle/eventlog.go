@@ -28,7 +28,7 @@ type EventLog interface {
 
 // EventStream names the durable stream of sandbox id's state events. Its
 // seqs are the sandbox's own: 1, 2, 3, ... without gaps.
-func EventStream(id string) string { return "sandbox:" + id }
+func EventStream(id string) string { return store.SandboxStreamPrefix + id }
 
 // stateEntryType is the Type of a state event's log entry.
 const stateEntryType = "sandbox.state"

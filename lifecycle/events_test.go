@@ -111,3 +111,32 @@ func TestEventsDefaultLog(t *testing.T) {
 		t.Fatalf("FollowEvents = %s %v", eventsOf(followed), err)
 	}
 }
+
+// TestForgetEvents: the events of a sandbox deleted longer ago than the
+// retention are forgotten; a live sandbox's and a recently deleted one's
+// are kept.
+func TestForgetEvents(t *testing.T) {
+	svc := newTestService(t, nil, 0)
+	ctx := context.Background()
+	now := time.Now()
+	svc.now = func() time.Time { return now }
+	svc.cfg.EventRetention = time.Hour
+	if err := svc.cfg.Store.CreateSandbox(ctx, &store.Sandbox{ID: "live", Backend: "process", State: sandbox.StateRunning,
+		CreatedAt: now, UpdatedAt: now, LastActiveAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	svc.emit(ctx, &store.Sandbox{ID: "live", State: sandbox.StateRunning})
+	svc.emit(ctx, &store.Sandbox{ID: "gone", State: sandbox.StateTerminated}) // no record: deleted
+	if n, err := svc.ForgetEvents(ctx); err != nil || n != 0 {
+		t.Fatalf("within the retention: %d forgotten, %v", n, err)
+	}
+	now = now.Add(2 * time.Hour)
+	if n, err := svc.ForgetEvents(ctx); err != nil || n != 1 {
+		t.Fatalf("past the retention: %d forgotten, %v; want 1", n, err)
+	}
+	for id, want := range map[string]int{"live": 1, "gone": 0} {
+		if evs, err := svc.Events(ctx, id, 0); err != nil || len(evs) != want {
+			t.Errorf("events of %s: %v, %v; want %d", id, evs, err, want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 	s.interval.Store(int64(interval))
 	var wg sync.WaitGroup
+	wg.Go(func() { s.forgetEventsEvery(ctx, min(s.cfg.EventRetention/4, 5*time.Minute)) })
 	for name, p := range s.cfg.Backends {
 		wg.Add(1)
 		go func() {
@@ -42,6 +43,37 @@ func (s *Service) Reconcile(ctx context.Context, interval time.Duration) {
 		}()
 	}
 	wg.Wait()
+}
+
+// ForgetEvents deletes the state events of sandboxes deleted more than
+// Config.EventRetention ago, and returns how many sandboxes' events went.
+func (s *Service) ForgetEvents(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, err := s.cfg.Store.DeleteSandboxStreamsBefore(ctx, s.now().Add(-s.cfg.EventRetention), 500)
+		total += n
+		if err != nil || n < 500 {
+			return total, err
+		}
+	}
+}
+
+// forgetEventsEvery runs ForgetEvents every interval until ctx ends.
+func (s *Service) forgetEventsEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(max(interval, time.Second))
+	defer t.Stop()
+	for {
+		if n, err := s.ForgetEvents(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("forget deleted sandboxes' events", "err", err)
+		} else if n > 0 {
+			s.log.Debug("deleted sandboxes' events forgotten", "sandboxes", n, "retention", s.cfg.EventRetention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // refillDelay is how long a refill waits after a claim.

@@ -62,6 +62,10 @@ type Config struct {
 	// nil: an in-process log over Store, whose followers other processes
 	// do not wake.
 	EventLog EventLog
+	// EventRetention is how long the state events of a deleted sandbox
+	// are kept (GET /v1/sandboxes/{id}/events still answers them) before
+	// the reconciler forgets them (default an hour).
+	EventRetention time.Duration
 }
 
 // Profile is a RuntimeProfile: defaults a create request starts from.
@@ -180,6 +184,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = 2 * time.Minute
+	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = time.Hour
 	}
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("lifecycle: %w", err)

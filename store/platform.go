@@ -268,7 +268,18 @@ type Streams interface {
 	ReleaseLease(ctx context.Context, stream, holder string, epoch int64) error
 	// GetLease returns the stream's lease (a zero Lease when none).
 	GetLease(ctx context.Context, stream string) (Lease, error)
+	// DeleteSandboxStreamsBefore deletes, with their entries, the streams
+	// of sandboxes (named SandboxStreamPrefix + the sandbox's id) that
+	// have no sandbox record and no entry at or after before, at most
+	// limit of them (limit <= 0: all), and returns how many it deleted. A
+	// sandbox's state events are such a stream: they outlive its record
+	// for a retention, then go.
+	DeleteSandboxStreamsBefore(ctx context.Context, before time.Time, limit int) (int64, error)
 }
+
+// SandboxStreamPrefix begins the name of a sandbox's stream (its state
+// events), which the sandbox's id ends.
+const SandboxStreamPrefix = "sandbox:"
 
 // NativeStates keeps a program's own conversation records, mirrored by
 // byte offset: the stored bytes are a prefix of the program's file.

@@ -73,6 +73,9 @@ type serveConfig struct {
 	// lets replies in progress finish before it hands their Sessions over
 	// (default 20; a second signal exits at once).
 	ShutdownGrace int `json:"shutdownGrace"`
+	// EventRetention is the seconds a deleted sandbox's state events are
+	// kept (default 3600).
+	EventRetention int `json:"eventRetention"`
 }
 
 // replicasConfig is the "replicas" section of the config file.
@@ -120,6 +123,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return errors.New("shutdownGrace must not be negative")
+	}
+	if c.EventRetention < 0 {
+		return errors.New("eventRetention must not be negative")
 	}
 	if c.Replicas.SessionLease < 0 {
 		return errors.New("replicas.sessionLease must not be negative")
@@ -389,7 +395,7 @@ func serverConfig(ctx context.Context, f serveFlags, cfg serveConfig, env Env, s
 		MetricsRequireKey: cfg.HTTP.MetricsRequireKey, Insecure: f.insecure, PublicHost: f.publicHost, EndpointDomain: f.endpointDomain,
 		Vault: ring, Egress: state.egress, Logger: log, ReconcileInterval: time.Duration(cfg.Replicas.ReconcileInterval) * time.Second,
 		LeaseTTL: time.Duration(cfg.Replicas.SessionLease) * time.Second, SessionLimits: sessionLimits,
-		ShutdownGrace: time.Duration(cfg.ShutdownGrace) * time.Second}
+		ShutdownGrace: time.Duration(cfg.ShutdownGrace) * time.Second, EventRetention: time.Duration(cfg.EventRetention) * time.Second}
 	if pg, ok := state.store.(*postgres.Store); ok {
 		n, err := pg.Notifier(ctx, log.With("component", "notifier"))
 		if err != nil {

@@ -90,6 +90,9 @@ type Config struct {
 	// SessionLimits bound each agent Session whose profile sets none
 	// (zero fields: runner.DefaultLimits').
 	SessionLimits lifecycle.SessionLimits
+	// EventRetention is how long a deleted sandbox's state events are
+	// kept (default an hour).
+	EventRetention time.Duration
 	// ShutdownGrace bounds how long Close lets replies in progress finish
 	// before it hands their Sessions over (default 20 s).
 	ShutdownGrace time.Duration
@@ -153,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 	svc, err := lifecycle.New(lifecycle.Config{Store: cfg.Store, Backends: cfg.Backends, Installed: cfg.Installed,
 		DefaultBackend: cfg.DefaultBackend, Profiles: cfg.Profiles, MaxSandboxes: cfg.MaxSandboxes, Logger: cfg.Logger,
 		Holder: cfg.Holder, Limits: cfg.Limits.WithDefaults(HostLimits("")), Egress: cfg.Egress, Vault: cfg.Vault,
-		EventLog: log})
+		EventLog: log, EventRetention: cfg.EventRetention})
 	if err != nil {
 		return nil, err
 	}

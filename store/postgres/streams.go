@@ -182,3 +182,32 @@ func (st *Store) entryOfType(ctx context.Context, query string, args ...any) (st
 	e.Payload, e.At = payload, e.At.UTC()
 	return e, true, nil
 }
+
+// DeleteSandboxStreamsBefore deletes the streams of sandboxes without a
+// record whose last entry is older than before (see store.Streams).
+func (st *Store) DeleteSandboxStreamsBefore(ctx context.Context, before time.Time, limit int) (int64, error) {
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
+	}
+	var n int64
+	// The range on the primary key selects the prefix (';' follows ':').
+	err := st.pool.QueryRow(ctx, `WITH gone AS (
+			SELECT s.id FROM streams s
+			WHERE s.id >= $1 AND s.id < $2
+			AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE b.id = substr(s.id, $3))
+			AND COALESCE((SELECT e.at FROM stream_entries e WHERE e.stream = s.id ORDER BY e.seq DESC LIMIT 1), '-infinity') < $4
+			LIMIT $5),
+		entries AS (DELETE FROM stream_entries WHERE stream IN (SELECT id FROM gone)),
+		streams AS (DELETE FROM streams WHERE id IN (SELECT id FROM gone) RETURNING 1)
+		SELECT count(*) FROM streams`,
+		store.SandboxStreamPrefix, prefixEnd(store.SandboxStreamPrefix), len(store.SandboxStreamPrefix)+1, before, lim).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("delete sandbox streams: %w", err)
+	}
+	return n, nil
+}
+
+// prefixEnd is the least string greater than every string with prefix p
+// (p's last byte incremented; p ends below 0xff).
+func prefixEnd(p string) string { return p[:len(p)-1] + string(p[len(p)-1]+1) }

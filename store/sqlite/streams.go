@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/astrabox/astrabox/store"
 )
@@ -160,3 +161,54 @@ func (st *Store) entryOfType(ctx context.Context, query string, args ...any) (st
 	e.Payload, e.At = payload, fromMicros(at)
 	return e, true, nil
 }
+
+// DeleteSandboxStreamsBefore deletes the streams of sandboxes without a
+// record whose last entry is older than before (see store.Streams).
+func (st *Store) DeleteSandboxStreamsBefore(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	tx, err := st.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("delete sandbox streams: %w", err)
+	}
+	defer tx.Rollback()
+	// The range on the primary key selects the prefix (';' follows ':').
+	rows, err := tx.QueryContext(ctx, `SELECT s.id FROM streams s
+		WHERE s.id >= ?1 AND s.id < ?2
+		AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE b.id = substr(s.id, ?3))
+		AND COALESCE((SELECT e.at FROM stream_entries e WHERE e.stream = s.id ORDER BY e.seq DESC LIMIT 1), 0) < ?4
+		LIMIT ?5`, store.SandboxStreamPrefix, prefixEnd(store.SandboxStreamPrefix), len(store.SandboxStreamPrefix)+1,
+		micros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete sandbox streams: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("delete sandbox streams: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("delete sandbox streams: %w", err)
+	}
+	for _, id := range ids {
+		for _, q := range []string{`DELETE FROM stream_entries WHERE stream = ?`, `DELETE FROM streams WHERE id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return 0, fmt.Errorf("delete sandbox streams: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("delete sandbox streams: %w", err)
+	}
+	return int64(len(ids)), nil
+}
+
+// prefixEnd is the least string greater than every string with prefix p
+// (p's last byte incremented; p ends below 0xff).
+func prefixEnd(p string) string { return p[:len(p)-1] + string(p[len(p)-1]+1) }

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StreamAppend", testStreamAppend},
 		{"StreamConcurrentAppend", testStreamConcurrentAppend},
 		{"StreamEntryOfType", testStreamEntryOfType},
+		{"SandboxStreamRetention", testSandboxStreamRetention},
 		{"LeaseFencing", testLeaseFencing},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseRace", testLeaseRace},
