@@ -25,7 +25,8 @@ func (s *Service) emit(ctx context.Context, rec *store.Sandbox) {
 
 // Events returns the recorded events of sandbox id with Seq > afterSeq, in
 // order (none for an unknown sandbox). Seqs are the sandbox's own, gap-free
-// from 1, and the events of a deleted sandbox are kept.
+// from 1, and the events of a deleted sandbox are kept for
+// Config.EventRetention (see ForgetEvents).
 func (s *Service) Events(ctx context.Context, id string, afterSeq int64) ([]store.Event, error) {
 	entries, err := s.cfg.Store.ReadStream(ctx, EventStream(id), afterSeq, 0)
 	if err != nil {
