@@ -186,6 +186,7 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{cfg: cfg, dataDir: abs, log: cfg.Logger, cg: cg, binary: binary, locks: make(map[string]*sync.Mutex), pending: map[string][]string{},
 		network: network.Masked(), mtu: uplinkMTU(), netOK: hostFirewall.available(), gates: map[string]*egress.Gate{}}
 	p.adoptLegacySlots()
+	p.reclaimAbandoned()
 	p.sweepExpired(context.Background())
 	if p.netOK && cfg.Egress != nil {
 		p.restoreEgress()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/astrabox/astrabox/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,8 +41,18 @@ const (
 	slotLockFile  = ".lock"
 )
 
-// allocSlot reserves a free slot for box id of this data dir.
+// allocSlot reserves a free slot for box id of this data dir; with none
+// free, the slots of removed data dirs are reclaimed and looked at again.
 func (p *Provider) allocSlot(id string) (int, error) {
+	n, err := p.findSlot(id)
+	if err != nil && p.reclaimAbandoned() > 0 {
+		return p.findSlot(id)
+	}
+	return n, err
+}
+
+// findSlot claims the first free slot for id, from one its id picks.
+func (p *Provider) findSlot(id string) (int, error) {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	start := int(h.Sum32() % slotCount)
@@ -129,6 +140,50 @@ func (p *Provider) foreignBoxes() map[string]bool {
 		}
 	}
 	return out
+}
+
+// reclaimAbandoned frees the slots held for a data dir that no longer
+// exists whose uids run no process (a backend whose data dir was removed
+// left them, and nothing else would ever free them), and returns how
+// many it freed. A slot whose owner is being written, or whose uids still
+// run a process, is kept.
+func (p *Provider) reclaimAbandoned() int {
+	var uids map[int]bool // read once, when a slot needs it
+	freed := 0
+	for _, n := range p.slotsInUse() {
+		dir, id := p.slotHolder(n)
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if uids == nil {
+			uids = procfs.UIDs()
+		}
+		if slotRuns(uids, n) {
+			p.log.Warn("uid slot of a removed data dir still runs processes; kept", "slot", n, "data_dir", dir, "sandbox_id", id)
+			continue
+		}
+		if err := os.RemoveAll(p.slotDir(n)); err == nil {
+			freed++
+		}
+	}
+	if freed > 0 {
+		p.log.Info("uid slots of removed data dirs reclaimed", "slots", freed)
+	}
+	return freed
+}
+
+// slotRuns reports whether a uid of slot n is among uids.
+func slotRuns(uids map[int]bool, n int) bool {
+	lo := hostUID(n)
+	for uid := range uids {
+		if uid >= lo && uid < lo+slotSize {
+			return true
+		}
+	}
+	return false
 }
 
 // freeSlotsOf releases every slot held by id (after a crash mid-create).
