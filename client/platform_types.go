@@ -118,6 +118,10 @@ type ModelEndpoint struct {
 	API     string   `json:"api,omitempty"`
 	APIKey  string   `json:"api_key,omitempty"`
 	Models  []string `json:"models,omitempty"`
+	// Retries is how often a request that failed before its answer began
+	// (429, a 5xx, a connection refused or reset) is sent again (nil: the
+	// server's default, 3; 0: never; at most 10).
+	Retries *int `json:"retries,omitempty"`
 }
 
 // Workspace says whether a profile's /workspace outlives its boxes.

@@ -57,9 +57,10 @@ func commands() []command {
 		{"cp", "copy files to or from a sandbox: astrabox cp SRC ID:PATH", runCp, nil},
 		{"files", "list files in a sandbox: astrabox files ls ID PATH", runFiles, [][2]string{{"ls", "list a directory of a sandbox: files ls ID PATH"}}},
 		{"execd", "run the in-box daemon (commands, files, terminals, ports)", runExecd, nil},
-		{"bench", "measure AstraBox and print tables (bench [execd|platform|replicas|remote|egress|auth])", runBench, [][2]string{
+		{"bench", "measure AstraBox and print tables (bench [execd|platform|replicas|restart|remote|egress|auth])", runBench, [][2]string{
 			{"(none)", "sandbox lifecycle scenarios across backends"}, {"execd", "execd's own costs against the raw host"},
 			{"platform", "the agent platform's reply path"}, {"replicas", "replicas on PostgreSQL"},
+			{"restart", "a server's stop during replies"},
 			{"remote", "a remote lifecycle service"}, {"egress", "the egress proxy of network limited"}, {"auth", "authentication per request"}}},
 		{"uninstall", "remove every box of a data dir and the data dir itself (uninstall --data-dir DIR --yes)", runUninstall, nil},
 		{"init", "PID 1 of a native sandbox (started by the native backend, not by hand)", runInit, [][2]string{

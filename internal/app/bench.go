@@ -27,6 +27,8 @@ func runBench(ctx context.Context, args []string, stdio IO, env Env) error {
 			return runBenchPlatform(ctx, args[1:], stdio, env)
 		case "replicas":
 			return runBenchReplicas(ctx, args[1:], stdio, env)
+		case "restart":
+			return runBenchRestart(ctx, args[1:], stdio)
 		case "remote":
 			return runBenchRemote(ctx, args[1:], stdio, env)
 		case "egress":
@@ -122,6 +124,50 @@ func runBenchReplicas(ctx context.Context, args []string, stdio IO, env Env) err
 	defer remove()
 	rep, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Binary: exe, Dir: scratch, Postgres: dsn, Takeovers: max(*takeovers, 1),
 		N: max(*n, 1), Lease: max(*lease, 1), Progress: stdio.Stderr})
+	if len(rep.Rows) > 0 { // also after a failure: what was measured
+		rep.WriteTable(stdio.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		return rep.WriteJSON(*jsonOut)
+	}
+	return nil
+}
+
+// runBenchRestart is `astrabox bench restart`: what a server's stop costs
+// a reply in progress (kill -9 and a restart; a graceful stop with
+// replies streaming).
+func runBenchRestart(ctx context.Context, args []string, stdio IO) error {
+	fs := flag.NewFlagSet("bench restart", flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	kills := fs.Int("kills", 5, "kill -9 restarts measured")
+	stops := fs.Int("stops", 3, "graceful stops measured for each number of replies streaming")
+	streaming := fs.String("streaming", "0,1,50", "numbers of replies streaming at a graceful stop, comma-separated")
+	jsonOut := fs.String("json", "", "also write the results to this JSON file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var ns []int
+	for _, f := range strings.Split(*streaming, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return fmt.Errorf("bench restart: --streaming: %q is not a number of replies", f)
+		}
+		ns = append(ns, n)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate the astrabox binary: %w", err)
+	}
+	scratch, remove, err := benchScratch()
+	if err != nil {
+		return err
+	}
+	defer remove()
+	rep, err := bench.RunRestart(ctx, bench.RestartConfig{Binary: exe, Dir: scratch, Kills: max(*kills, 1), Stops: max(*stops, 1),
+		Streaming: ns, Progress: stdio.Stderr})
 	if len(rep.Rows) > 0 { // also after a failure: what was measured
 		rep.WriteTable(stdio.Stdout)
 	}

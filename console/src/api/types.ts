@@ -64,6 +64,7 @@ export interface ModelEndpoint {
   api?: string;
   api_key?: string; // write-only
   models?: string[];
+  retries?: number; // resends of a request that failed before its answer (default 3)
 }
 
 export interface RuntimeProfile {
