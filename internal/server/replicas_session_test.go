@@ -252,3 +252,35 @@ func TestRequestsThroughAnotherReplica(t *testing.T) {
 	onB.waitState(sid, "READY")
 	holderA()
 }
+
+// TestRollingRestartMidStream: every one of three replicas is restarted
+// in turn (SIGTERM, then started again) while a reply streams: its holder
+// lets it finish before it hands the Session over, so the reply completes
+// whole and unbroken.
+func TestRollingRestartMidStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	reps := startReplicas(t, ctx, 3)
+	image := servertest.DockerImage(t)
+	model := fakemodel.New(t, fakemodel.Text(longAnswer).WithDelay(15*time.Millisecond), fakemodel.Text(longAnswer)).WithKey(servertest.ModelKey)
+	hs := []*harness{on(t, reps, 0, model, image), on(t, reps, 1, model, image), on(t, reps, 2, model, image)}
+	sid := hs[0].session(hs[0].agent("auto", nil))
+	t.Cleanup(func() { hs[1].call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
+	rc := hs[0].send(sid, "tell me", "")
+	deltas := 0
+	hs[1].events(sid, 0, func(e logEvent) bool {
+		if e.Type == "text-delta" {
+			deltas++
+		}
+		return deltas == 20
+	})
+	for i := range reps {
+		reps[i].stop()
+		reps[i].start()
+	}
+	evs := hs[2].events(sid, 0, untilTurnEnded(rc.InputID))
+	checkWholeAnswer(t, evs, longAnswer, false)
+	if n := len(model.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times, want once", n)
+	}
+}

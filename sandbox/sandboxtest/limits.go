@@ -57,7 +57,10 @@ func testLimits(t *testing.T, h Harness) {
 		// with SIGPIPE, letting the bomb die out before it is seen.
 		const bomb = "exec > /dev/null 2>&1; bomb() { bomb | bomb & }; bomb"
 		if _, err := b.Client.Run(ctxFor(t, time.Minute), wire.RunCommandRequest{Command: bomb}); err != nil {
-			t.Fatal(err)
+			// The box may fill before the answer is out, and its stream be
+			// cut (execd cannot start a thread at the limit): what follows
+			// tells whether the bomb ran and was held.
+			t.Logf("the bomb's command answered %v", err)
 		}
 		// Polled often: the bomb's count swings as forks fail and shells
 		// exit, and must be seen near the limit, never above it.
