@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/internal/server/servertest"
@@ -204,5 +205,50 @@ func TestEnginesNeedTheirImage(t *testing.T) {
 	}
 	if got := h.call("POST", "/api/v1/agents", map[string]any{"name": "p", "engine_kind": "pi", "runtime_profile": "bare"}, &e); got != 400 || !strings.Contains(e.Message, "image") {
 		t.Fatalf("a pi Agent on a profile without an image: %d %+v", got, e)
+	}
+}
+
+// TestEngineBrokenModelStream: every engine kind's program, its model
+// stream cut mid-answer by its server's stop (no grace for replies, as a
+// crash), goes on by its own rule once the new server opens the model
+// path again (the built-in agent: model.retry; pi: its auto-retry): the
+// reply completes, its last step is the model's whole answer, and the
+// model was asked twice.
+func TestEngineBrokenModelStream(t *testing.T) {
+	for _, ec := range engineCases {
+		t.Run(ec.kind, func(t *testing.T) {
+			script := []fakemodel.Reply{fakemodel.Text(longAnswer).WithDelay(15 * time.Millisecond), fakemodel.Text(longAnswer)}
+			e := servertest.New(t, servertest.Options{Backend: "native", Script: script, Rootfs: ec.rootfs(t), ShutdownGrace: time.Millisecond})
+			h := &harness{Env: e, t: t, model: e.Model}
+			sid := h.session(h.AgentOf(ec.kind, "auto", nil))
+			rc := h.send(sid, "tell me", "")
+			deltas := 0
+			h.events(sid, 0, func(e logEvent) bool {
+				if e.Type == "text-delta" {
+					deltas++
+				}
+				return deltas == 20
+			})
+			h.restart()
+			evs := h.events(sid, 0, untilTurnEnded(rc.InputID))
+			if end := turnEnd(evs, rc.InputID); end["outcome"] != "completed" {
+				t.Fatalf("the reply ended %v: %s", end, summarize(evs))
+			}
+			var last strings.Builder
+			for _, f := range frames(evs) {
+				switch f["type"] {
+				case "start-step":
+					last.Reset()
+				case "text-delta":
+					last.WriteString(f["delta"].(string))
+				}
+			}
+			if last.String() != longAnswer {
+				t.Fatalf("the last step's text is %d runes, want the model's %d: %s", len(last.String()), len(longAnswer), summarize(evs))
+			}
+			if n := len(h.model.Requests()); n != 2 {
+				t.Fatalf("the model was asked %d times, want 2", n)
+			}
+		})
 	}
 }

@@ -119,6 +119,16 @@ type Decoder interface {
 	Decode(line []byte) []Event
 }
 
+// ReplyResumer is a Decoder that keeps state across a reply (whether one
+// is open, its open parts) and so must be told of a reply in progress
+// when a new holder re-attaches to the program mid-reply: ResumeReply is
+// called before the first line, with the parts the reply's log leaves
+// open, so that the decoder closes them and ends the reply when the
+// program does.
+type ReplyResumer interface {
+	ResumeReply(open []PartRef)
+}
+
 // Kind is the closed set of event kinds.
 type Kind int
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/astrabox/astrabox/platform/wire"
 )
@@ -106,6 +107,25 @@ func (o *ReplyOrder) part(k wire.PartKind, t wire.ChunkType, id string) error {
 		delete(o.parts, key)
 	}
 	return nil
+}
+
+// PartRef names a text or reasoning part of a reply.
+type PartRef struct {
+	Kind wire.PartKind
+	ID   string
+}
+
+// OpenParts returns the text and reasoning parts started and not ended,
+// sorted by id.
+func (o *ReplyOrder) OpenParts() []PartRef {
+	var out []PartRef
+	for p, open := range o.parts {
+		if open {
+			out = append(out, PartRef{Kind: p.kind, ID: p.id})
+		}
+	}
+	slices.SortFunc(out, func(a, b PartRef) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Running returns the ids of the tool calls whose input was given and

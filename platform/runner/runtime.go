@@ -320,6 +320,9 @@ func (r *runner) startReader(rt *runtime, offset int64) {
 	rt.events = make(chan batch, 64)
 	rt.ended = make(chan error, 1)
 	dec := rt.adapter.NewDecoder()
+	if rs, ok := dec.(engine.ReplyResumer); ok && offset > 0 && r.turn != nil {
+		rs.ResumeReply(r.turn.order.OpenParts()) // re-attached mid-reply
+	}
 	rt.wg.Go(func() {
 		var partial []byte
 		err := rt.ex.FollowLogs(ctx, rt.rec.CommandID, offset, true, func(ev execdclient.Event) error {

@@ -78,6 +78,10 @@ type Options struct {
 	// as an identity provider's redirect URL); Env.Start takes it once, a
 	// restarted server listens on a new port.
 	Listener net.Listener
+	// ShutdownGrace is how long a stopping server lets replies in progress
+	// finish (server.Config.ShutdownGrace; zero: its default). A tiny one
+	// makes Restart cut them, as a crash does.
+	ShutdownGrace time.Duration
 }
 
 // engines is the servers' engine registry: every kind AstraBox ships,
@@ -112,6 +116,7 @@ type Env struct {
 	cancel context.CancelFunc
 	logTo  io.Writer
 	web    *identityapi.Web
+	grace  time.Duration
 	// listener is Options.Listener until Start takes it.
 	listener net.Listener
 	// rebuild makes the backend anew on its data dir with an egress proxy,
@@ -185,7 +190,8 @@ func New(t testing.TB, o Options) *Env {
 	_, _ = rand.Read(key)
 	ring, _ := vault.New(key)
 	e := &Env{t: t, Backend: o.Backend, Image: image, Store: st, Prov: prov, Ring: ring, MasterKey: key, Egress: o.Egress,
-		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo, web: o.Web, listener: o.Listener, rebuild: rebuild}
+		Model: fakemodel.New(t, o.Script...).WithKey(ModelKey), logTo: o.LogTo, web: o.Web, listener: o.Listener, rebuild: rebuild,
+		grace: o.ShutdownGrace}
 	e.Start()
 	t.Cleanup(func() {
 		e.Stop()
@@ -205,7 +211,8 @@ func (e *Env) Start() {
 	}
 	srv, err := server.New(server.Config{Store: e.Store, Backends: map[string]sandbox.Provider{e.Backend: e.Prov},
 		DefaultBackend: e.Backend, Installed: []string{e.Backend}, APIKeyHash: api.HashKey(Key), Vault: e.Ring, Engines: engines(e.Image),
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Egress: e.Egress, Web: e.web, Logger: logger(e.t, e.logTo)})
+		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Egress: e.Egress, Web: e.web, Logger: logger(e.t, e.logTo),
+		ShutdownGrace: e.grace})
 	if err != nil {
 		e.t.Fatal(err)
 	}

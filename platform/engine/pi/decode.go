@@ -98,6 +98,33 @@ func newDecoder() *decoder {
 	return &decoder{parts: map[string]wire.PartKind{}, toolNames: map[string]string{}}
 }
 
+// ResumeReply implements engine.ReplyResumer: a reply is in progress,
+// with open (recorded) parts, which pi's next message end closes. Its
+// steps are numbered on from the open parts' so no id is reused.
+func (d *decoder) ResumeReply(open []engine.PartRef) {
+	d.open = true
+	for _, p := range open {
+		d.parts[p.ID] = p.Kind
+		if n, ok := partStep(p.ID); ok {
+			d.step = max(d.step, n)
+		}
+	}
+}
+
+// partStep is the step number of a part id this decoder makes, "m<step>-…".
+func partStep(id string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, "m")
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	return n, err == nil
+}
+
 // Decode implements engine.Decoder.
 func (d *decoder) Decode(raw []byte) []engine.Event {
 	var ev event

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/astrabox/astrabox/internal/fakemodel"
 	"github.com/astrabox/astrabox/platform/engine"
 	"github.com/astrabox/astrabox/platform/engine/enginetest"
+	"github.com/astrabox/astrabox/platform/wire"
 )
 
 var (
@@ -295,4 +297,42 @@ func shape(b []byte) string {
 		out = append(out, typ)
 	}
 	return strings.Join(out, " ")
+}
+
+// TestDecodeResumedReply: a decoder told of a reply in progress (a new
+// holder re-attached mid-reply) closes the parts the log left open when
+// pi's message ends, numbers its next parts past them, and ends the reply
+// at pi's agent_end.
+func TestDecodeResumedReply(t *testing.T) {
+	dec := New().NewDecoder()
+	dec.(engine.ReplyResumer).ResumeReply([]engine.PartRef{{Kind: wire.PartText, ID: "m2-t0"}})
+	var chunks []string
+	ended := false
+	for _, l := range []string{
+		`{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"terminated"}}`,
+		`{"type":"agent_end","messages":[]}`,
+		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"terminated"}`,
+		`{"type":"message_start","message":{"role":"assistant","content":[]}}`,
+		`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"again"}}`,
+		`{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"stop"}}`,
+		`{"type":"agent_end","messages":[]}`,
+	} {
+		for _, e := range dec.Decode([]byte(l)) {
+			switch e.Kind {
+			case engine.Frame:
+				var c struct {
+					Type, ID string
+				}
+				_ = json.Unmarshal(e.Chunk, &c)
+				chunks = append(chunks, strings.TrimSpace(c.Type+" "+c.ID))
+			case engine.ReplyEnded:
+				ended = e.End.Outcome == engine.OutcomeCompleted
+			}
+		}
+	}
+	want := []string{"text-end m2-t0", "data-model-error", "finish-step", "data-retry", "start-step", "text-start m3-t0",
+		"text-delta m3-t0", "text-end m3-t0", "finish-step"}
+	if !slices.Equal(chunks, want) || !ended {
+		t.Fatalf("chunks %v (ended completed: %v), want %v", chunks, ended, want)
+	}
 }
