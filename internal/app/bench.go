@@ -113,6 +113,16 @@ func runBenchReplicas(ctx context.Context, args []string, stdio IO, env Env) err
 	if dsn == "" {
 		return fmt.Errorf("bench replicas: a PostgreSQL DSN is needed (--postgres or $ASTRABOX_TEST_POSTGRES)")
 	}
+	return runServeBench(stdio, *jsonOut, func(exe, scratch string) (bench.PlatformReport, error) {
+		return bench.RunReplicas(ctx, bench.ReplicasConfig{Binary: exe, Dir: scratch, Postgres: dsn, Takeovers: max(*takeovers, 1),
+			N: max(*n, 1), Lease: max(*lease, 1), Progress: stdio.Stderr})
+	})
+}
+
+// runServeBench runs a bench of `astrabox serve` processes of this binary
+// in a scratch directory, removed afterwards: it prints the table (also
+// after a failure: what was measured) and writes it to jsonOut when set.
+func runServeBench(stdio IO, jsonOut string, run func(exe, scratch string) (bench.PlatformReport, error)) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("locate the astrabox binary: %w", err)
@@ -122,16 +132,15 @@ func runBenchReplicas(ctx context.Context, args []string, stdio IO, env Env) err
 		return err
 	}
 	defer remove()
-	rep, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Binary: exe, Dir: scratch, Postgres: dsn, Takeovers: max(*takeovers, 1),
-		N: max(*n, 1), Lease: max(*lease, 1), Progress: stdio.Stderr})
-	if len(rep.Rows) > 0 { // also after a failure: what was measured
+	rep, err := run(exe, scratch)
+	if len(rep.Rows) > 0 {
 		rep.WriteTable(stdio.Stdout)
 	}
 	if err != nil {
 		return err
 	}
-	if *jsonOut != "" {
-		return rep.WriteJSON(*jsonOut)
+	if jsonOut != "" {
+		return rep.WriteJSON(jsonOut)
 	}
 	return nil
 }
@@ -157,27 +166,10 @@ func runBenchRestart(ctx context.Context, args []string, stdio IO) error {
 		}
 		ns = append(ns, n)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("locate the astrabox binary: %w", err)
-	}
-	scratch, remove, err := benchScratch()
-	if err != nil {
-		return err
-	}
-	defer remove()
-	rep, err := bench.RunRestart(ctx, bench.RestartConfig{Binary: exe, Dir: scratch, Kills: max(*kills, 1), Stops: max(*stops, 1),
-		Streaming: ns, Progress: stdio.Stderr})
-	if len(rep.Rows) > 0 { // also after a failure: what was measured
-		rep.WriteTable(stdio.Stdout)
-	}
-	if err != nil {
-		return err
-	}
-	if *jsonOut != "" {
-		return rep.WriteJSON(*jsonOut)
-	}
-	return nil
+	return runServeBench(stdio, *jsonOut, func(exe, scratch string) (bench.PlatformReport, error) {
+		return bench.RunRestart(ctx, bench.RestartConfig{Binary: exe, Dir: scratch, Kills: max(*kills, 1), Stops: max(*stops, 1),
+			Streaming: ns, Progress: stdio.Stderr})
+	})
 }
 
 // runBenchSuite is `astrabox bench`: every scenario on every named
