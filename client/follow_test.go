@@ -107,21 +107,7 @@ func TestFollowSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks := make(chan []client.Chunk, 1)
-	go func() {
-		var got []client.Chunk
-		for {
-			ch, err := stream.Next()
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					t.Errorf("ai stream: %v", err)
-				}
-				chunks <- got
-				return
-			}
-			got = append(got, ch)
-		}
-	}()
+	chunks := collect(t, stream)
 
 	rc, err := c.SendInput(ctx, sid, "go", "")
 	if err != nil {
@@ -209,21 +195,7 @@ func TestAIStreamKeepsItsPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks := make(chan []client.Chunk, 1)
-	go func() {
-		var got []client.Chunk
-		for {
-			ch, err := stream.Next()
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					t.Errorf("ai stream: %v", err)
-				}
-				chunks <- got
-				return
-			}
-			got = append(got, ch)
-		}
-	}()
+	chunks := collect(t, stream)
 
 	door.point(t, "http://127.0.0.1:1") // nothing listens: 502 until pointed back
 	door.srv.CloseClientConnections()
@@ -240,6 +212,27 @@ func TestAIStreamKeepsItsPlace(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the ai stream lost its place: it waits for a later reply")
 	}
+}
+
+// collect reads stream to its end in the background and hands over its
+// chunks then (an error other than io.EOF fails t).
+func collect(t *testing.T, stream *client.ChunkStream) <-chan []client.Chunk {
+	chunks := make(chan []client.Chunk, 1)
+	go func() {
+		var got []client.Chunk
+		for {
+			ch, err := stream.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("ai stream: %v", err)
+				}
+				chunks <- got
+				return
+			}
+			got = append(got, ch)
+		}
+	}()
+	return chunks
 }
 
 // checkReply checks an AI stream's chunks: the frames with seqs want,

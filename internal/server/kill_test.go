@@ -209,19 +209,15 @@ func TestReplySurvivesServerMidStream(t *testing.T) {
 			h := &harness{Env: servertest.Attach(t, "http://"+p.addr, "native", model), t: t, model: model}
 			sid := h.session(h.agent("auto", nil))
 			rc := h.send(sid, "tell me", "")
-			deltas := 0
-			h.events(sid, 0, func(e logEvent) bool {
-				if e.Type == "text-delta" {
-					deltas++
-				}
-				return deltas == 20
-			})
+			h.waitDeltas(sid, 20)
 			stopped := time.Now()
 			tc.stop(p)
 			p.start()
 			evs := h.events(sid, 0, untilTurnEnded(rc.InputID))
 			t.Logf("the reply ended %v after the server stopped", time.Since(stopped).Round(time.Millisecond))
-			checkWholeAnswer(t, evs, answer, tc.broken)
+			if marks := checkWholeAnswer(t, evs, answer); tc.broken != (marks > 0) {
+				t.Fatalf("%d data-step-broken marks; want some: %v", marks, tc.broken)
+			}
 			if n := len(model.Requests()); (tc.broken && n != 2) || (!tc.broken && n != 1) {
 				t.Fatalf("the model was asked %d times", n)
 			}
@@ -236,12 +232,12 @@ var longAnswer = strings.Repeat("The answer streams on, piece by piece. ", 42)[:
 
 // checkWholeAnswer fails t unless evs, the log of one reply, is gap-free
 // and complete (one finish, no failure) with answer as its last step's
-// text, and has a data-step-broken mark exactly when broken.
-func checkWholeAnswer(t *testing.T, evs []logEvent, answer string, broken bool) {
+// text; it returns how many data-step-broken marks the reply has.
+func checkWholeAnswer(t *testing.T, evs []logEvent, answer string) (marks int) {
 	t.Helper()
 	checkGapFree(t, evs, 1)
 	var last strings.Builder // the text of the reply's last step
-	marks, finish := 0, 0
+	finish := 0
 	for _, f := range frames(evs) {
 		switch f["type"] {
 		case "start-step":
@@ -259,9 +255,19 @@ func checkWholeAnswer(t *testing.T, evs []logEvent, answer string, broken bool) 
 	if last.String() != answer || finish != 1 {
 		t.Fatalf("the last step's text is %d runes (want the model's %d), %d finish frames: %s", len(last.String()), len(answer), finish, summarize(evs))
 	}
-	if broken != (marks > 0) {
-		t.Fatalf("%d data-step-broken frames; want some: %v", marks, broken)
-	}
+	return marks
+}
+
+// waitDeltas returns once Session sid's log holds n text-deltas.
+func (h *harness) waitDeltas(sid string, n int) {
+	h.t.Helper()
+	deltas := 0
+	h.events(sid, 0, func(e logEvent) bool {
+		if e.Type == "text-delta" {
+			deltas++
+		}
+		return deltas == n
+	})
 }
 
 // TestStopWaitsForRepliesAndASecondSignalExits: on SIGTERM the server

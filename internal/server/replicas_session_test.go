@@ -202,14 +202,7 @@ func TestRequestsThroughAnotherReplica(t *testing.T) {
 	onA, onB := on(t, reps, 0, model, image), on(t, reps, 1, model, image)
 	sid := onA.session(onA.agent("ask", nil))
 	t.Cleanup(func() { onB.call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
-	holderA := func() {
-		t.Helper()
-		var sess map[string]any
-		onB.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
-		if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[0].addr {
-			t.Fatalf("holder %v, want replica A", holder)
-		}
-	}
+	holderA := func() { t.Helper(); onB.holderIs(sid, reps[0]) }
 
 	rc := onA.send(sid, "run it", "")
 	evs := onB.events(sid, 0, func(e logEvent) bool { return e.Type == "interaction.opened" && e.InputID == rc.InputID })
@@ -267,19 +260,15 @@ func TestRollingRestartMidStream(t *testing.T) {
 	sid := hs[0].session(hs[0].agent("auto", nil))
 	t.Cleanup(func() { hs[1].call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
 	rc := hs[0].send(sid, "tell me", "")
-	deltas := 0
-	hs[1].events(sid, 0, func(e logEvent) bool {
-		if e.Type == "text-delta" {
-			deltas++
-		}
-		return deltas == 20
-	})
+	hs[1].waitDeltas(sid, 20)
 	for i := range reps {
 		reps[i].stop()
 		reps[i].start()
 	}
 	evs := hs[2].events(sid, 0, untilTurnEnded(rc.InputID))
-	checkWholeAnswer(t, evs, longAnswer, false)
+	if marks := checkWholeAnswer(t, evs, longAnswer); marks != 0 {
+		t.Fatalf("%d data-step-broken marks: a graceful stop broke the reply", marks)
+	}
 	if n := len(model.Requests()); n != 1 {
 		t.Fatalf("the model was asked %d times, want once", n)
 	}

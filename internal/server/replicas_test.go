@@ -289,11 +289,7 @@ func TestSessionTakeover(t *testing.T) {
 	onA.waitState(sid, "READY") // the runtime is built on A, which opened the conversation
 	rc := onB.send(sid, "go", "")
 	onB.events(sid, 0, func(e logEvent) bool { return e.Type == "tool-input-available" })
-	var sess map[string]any
-	onB.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
-	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[0].addr {
-		t.Fatalf("holder %v, want replica A", holder)
-	}
+	onB.holderIs(sid, reps[0])
 	killed := time.Now()
 	reps[0].kill9()
 	evs := onB.events(sid, 0, untilTurnEnded(rc.InputID))
@@ -315,9 +311,17 @@ func TestSessionTakeover(t *testing.T) {
 	if text.String() != "done after the sleep" {
 		t.Fatalf("text %q", text.String())
 	}
-	sess = onB.waitState(sid, "READY")
-	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[1].addr {
-		t.Fatalf("holder after the takeover %v, want replica B", holder)
+	onB.waitState(sid, "READY")
+	onB.holderIs(sid, reps[1])
+}
+
+// holderIs fails the test unless replica p holds Session sid's runtime.
+func (h *harness) holderIs(sid string, p *serveProcess) {
+	h.t.Helper()
+	var sess map[string]any
+	h.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
+	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+p.addr {
+		h.t.Fatalf("holder %v, want %s", holder, p.addr)
 	}
 }
 
@@ -335,23 +339,15 @@ func TestTakeoverMidStream(t *testing.T) {
 	sid := onA.session(onA.agent("auto", nil))
 	t.Cleanup(func() { onB.call("DELETE", "/api/v1/sessions/"+sid, nil, nil) })
 	rc := onA.send(sid, "tell me", "")
-	deltas := 0
-	onB.events(sid, 0, func(e logEvent) bool {
-		if e.Type == "text-delta" {
-			deltas++
-		}
-		return deltas == 20
-	})
-	var sess map[string]any
-	onB.must(200, "GET", "/api/v1/sessions/"+sid, nil, &sess)
-	if holder := sess["runtime"].(map[string]any)["holder"]; holder != "http://"+reps[0].addr {
-		t.Fatalf("holder %v, want replica A", holder)
-	}
+	onB.waitDeltas(sid, 20)
+	onB.holderIs(sid, reps[0])
 	killed := time.Now()
 	reps[0].kill9()
 	evs := onB.events(sid, 0, untilTurnEnded(rc.InputID))
 	t.Logf("the reply ended %v after its holder was killed", time.Since(killed).Round(time.Millisecond))
-	checkWholeAnswer(t, evs, longAnswer, true)
+	if checkWholeAnswer(t, evs, longAnswer) == 0 {
+		t.Fatal("no data-step-broken mark where the answer started again")
+	}
 	if n := len(model.Requests()); n != 2 {
 		t.Fatalf("the model was asked %d times, want 2 (the broken call and its retry)", n)
 	}
