@@ -119,6 +119,17 @@ func (v *replyView) show(e client.Event) {
 	case wire.DataTurnInterrupted:
 		v.endReasoning()
 		v.line("[interrupted]")
+	case wire.DataStepBroken:
+		v.endReasoning()
+		v.line("[the connection to the model broke off; the answer starts again]")
+	case wire.DataRetry:
+		var r struct {
+			Attempt int    `json:"attempt"`
+			Error   string `json:"error"`
+		}
+		_ = json.Unmarshal(ch.Data, &r)
+		v.endReasoning()
+		v.line(fmt.Sprintf("[the model call is made again (try %d): %s]", r.Attempt+1, bound(r.Error, 200, 1)))
 	case wire.ChunkFinish:
 		v.endReasoning()
 		v.lineStart()

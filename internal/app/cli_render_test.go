@@ -76,6 +76,8 @@ func chatEvents(t *testing.T, s string) []client.Event {
 		frame(t, map[string]any{"type": "tool-output-available", "toolCallId": "c1", "output": map[string]any{"exit_code": 0, "stdout": s, "stderr": s}}),
 		frame(t, map[string]any{"type": "tool-output-available", "toolCallId": "c2", "output": s}),
 		frame(t, map[string]any{"type": "tool-output-error", "toolCallId": "c3", "errorText": s}),
+		frame(t, map[string]any{"type": "data-retry", "transient": true, "data": map[string]any{"attempt": 1, "error": s}}),
+		frame(t, map[string]any{"type": "data-step-broken", "data": map[string]any{"attempt": 1, "error": s}}),
 		frame(t, map[string]any{"type": "data-turn-failure", "data": map[string]any{"code": "MODEL_ERROR" + s, "message": s}}),
 		frame(t, map[string]any{"type": "data-interaction", "data": map[string]any{"interaction_id": "ia_1", "kind": "approval",
 			"tool_call_id": "c9", "tool_name": "rm" + s, "input": map[string]any{"path": s}}}),
