@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/astrabox/astrabox/platform/wire"
@@ -190,6 +191,9 @@ func (s *Sessions) SendInput(ctx context.Context, sessionID, content, clientMess
 	s.cfg.Log.Notifier.Notify(sessionID)
 	if !existed {
 		s.wakeHolder(sessionID)
+		if rec.Title == "" {
+			s.titleFromInput(ctx, sessionID, content)
+		}
 	}
 	return wire.Receipt{InputID: got.ID, TurnID: got.TurnID, ClientMessageID: got.ClientMessageID, Seq: got.Seq, State: got.State,
 		Repeated: existed}, !existed, nil
@@ -232,4 +236,50 @@ func (s *Sessions) checkAgentStillVisible(ctx context.Context, rec *store.Sessio
 		return agentNotFound(rec.AgentID)
 	}
 	return nil
+}
+
+// maxTitleRunes bounds a title taken from an input.
+const maxTitleRunes = 60
+
+// titleFromInput gives an untitled Session its first input's first line
+// as its title (at most maxTitleRunes, cut at a word with an ellipsis). A
+// failure is logged: the input is recorded already.
+func (s *Sessions) titleFromInput(ctx context.Context, sessionID, content string) {
+	title := TitleOf(content)
+	for {
+		rec, err := s.st.GetSession(ctx, sessionID)
+		if err != nil || rec.Title != "" {
+			return
+		}
+		rec.Title, rec.UpdatedAt = title, time.Time{}
+		err = s.st.UpdateSession(ctx, rec)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			s.log.Warn("title a session from its first input", "session_id", sessionID, "err", err)
+		}
+		return
+	}
+}
+
+// TitleOf is the title a Session takes from an input: its first non-empty
+// line, spaces folded, at most maxTitleRunes runes (cut at a word, with
+// an ellipsis).
+func TitleOf(content string) string {
+	var line string
+	for l := range strings.Lines(content) {
+		if line = strings.Join(strings.Fields(l), " "); line != "" {
+			break
+		}
+	}
+	r := []rune(line)
+	if len(r) <= maxTitleRunes {
+		return line
+	}
+	cut := string(r[:maxTitleRunes-1])
+	if i := strings.LastIndexByte(cut, ' '); i > maxTitleRunes/2 && r[maxTitleRunes-1] != ' ' {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,.;:") + "…"
 }

@@ -74,6 +74,9 @@ async function send(text) {
 
 const lastReply = () => page.getByTestId("message-assistant").last();
 
+/** The start of a message's first line, as a Session titled by it shows it. */
+const firstLine = (text) => text.split("\n")[0].slice(0, 40);
+
 test("sign in", async () => {
   await page.goto(url);
   await page.getByLabel("API key", { exact: true }).fill("not-the-key");
@@ -102,6 +105,9 @@ test("chat with a tool call", async () => {
   await tool.locator("summary").click(); // open it: input and output
   await tool.getByTestId("tool-output").filter({ hasText: env("TOOL_OUTPUT") }).waitFor();
   await page.getByTestId("session-state").filter({ hasText: "READY" }).waitFor();
+  // The Session is titled by its first message, in the heading and the list.
+  await page.getByRole("heading", { level: 2 }).filter({ hasText: firstLine(env("TOOL_INPUT")) }).waitFor();
+  await page.getByRole("navigation", { name: "Sessions" }).getByText(firstLine(env("TOOL_INPUT"))).waitFor();
   await shot("chat-tool-call");
 });
 
@@ -256,7 +262,7 @@ test("a phone in dark mode", async () => {
   await page.getByRole("link", { name: "Chat", exact: true }).click();
   const select = page.getByLabel("Agent", { exact: true });
   await select.selectOption(await select.locator("option", { hasText: "coder" }).getAttribute("value"));
-  await page.getByRole("link", { name: /^Chat / }).first().click();
+  await page.getByRole("link").filter({ hasText: firstLine(env("TOOL_INPUT")) }).first().click();
   await page.getByText(env("TOOL_TEXT")).waitFor();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 1, `the page is ${overflow}px wider than the phone`);

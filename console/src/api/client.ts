@@ -189,8 +189,9 @@ export class Client {
   deleteSecret = (id: string, name: string) => this.json<void>("DELETE", `/api/v1/vaults/${enc(id)}/secrets/${enc(name)}`);
   sessions = (agentId: string) => this.json<Page<Session>>("GET", "/api/v1/sessions", undefined, { agent_id: agentId, limit: 200 });
   session = (id: string) => this.json<Session>("GET", `/api/v1/sessions/${id}`);
-  createSession = (agentId: string, title: string) =>
-    this.json<{ session_id: string }>("POST", `/api/v1/agents/${agentId}/conversations`, { title });
+  /** Opens a Session; without a title it takes its first message's first line. */
+  createSession = (agentId: string, title?: string) =>
+    this.json<{ session_id: string }>("POST", `/api/v1/agents/${agentId}/conversations`, title ? { title } : {});
   deleteSession = (id: string) => this.json<void>("DELETE", `/api/v1/sessions/${id}`);
   messages = (id: string) => this.json<{ messages: UIMessage[]; last_seq: number }>("GET", `/api/v1/sessions/${id}/messages`);
   sendInput = (id: string, content: string, clientMessageId: string) =>

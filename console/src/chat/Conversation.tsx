@@ -78,7 +78,7 @@ function ChatView({ sessionId, messages: initial, lastSeq }: ChatViewProps) {
   return (
     <section className="conversation" aria-label="Conversation">
       <header className="conversation-head">
-        <h2>{session?.title || "Session"}</h2>
+        <h2>{session?.title || "New session"}</h2>
         <span className={`badge session-${session?.state ?? "unknown"}`} data-testid="session-state" aria-live="polite">
           {session?.state ?? "…"}
         </span>

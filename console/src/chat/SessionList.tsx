@@ -49,7 +49,7 @@ export function SessionList({ agentId, sessionId }: Props) {
     setCreating(true);
     setError(null);
     try {
-      const s = await client.createSession(agentId, `Chat ${new Date().toLocaleString()}`);
+      const s = await client.createSession(agentId); // titled by its first message
       await list.reload();
       navigate("chat", agentId, s.session_id);
     } catch (err) {
@@ -82,7 +82,7 @@ export function SessionList({ agentId, sessionId }: Props) {
           {sessions.map((s) => (
             <li key={s.session_id}>
               <a href={href("chat", agentId, s.session_id)} aria-current={s.session_id === sessionId ? "page" : undefined}>
-                <span className="session-title">{s.title || s.session_id}</span>
+                <span className="session-title">{s.title || "New session"}</span>
                 <span className="muted small">
                   {s.state.toLowerCase()} · {relativeTime(s.updated_at)}
                 </span>

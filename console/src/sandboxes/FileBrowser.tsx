@@ -10,7 +10,8 @@ import { bytes, relativeTime } from "../ui/format";
 import { FileViewer } from "./FileViewer";
 import { baseName, join, parent } from "./paths";
 
-const startDir = "/tmp";
+// Where the agent and the SDKs work.
+const startDir = "/workspace";
 
 export function FileBrowser({ sandboxId }: { sandboxId: string }) {
   const client = useClient();
