@@ -112,7 +112,10 @@ function ChatView({ sessionId, messages: initial, lastSeq }: ChatViewProps) {
         <Composer
           busy={busy}
           disabled={session?.state === "DELETED"}
-          onSend={(text) => void sendMessage({ text })}
+          onSend={(text) => {
+            clearError(); // an earlier failure is not this message's
+            void sendMessage({ text });
+          }}
           onInterrupt={() => void client.interrupt(sessionId).then(refresh, refresh)}
         />
       ) : (

@@ -70,6 +70,13 @@ export const MessageView = memo(function MessageView({ message, answers }: Props
               </p>
             );
           }
+          if (part.type === "data-turn-interrupted") {
+            return (
+              <p key={key} className="notice muted small" role="status" data-testid="reply-stopped">
+                Stopped: the reply was interrupted here.
+              </p>
+            );
+          }
           if (part.type === "data-turn-failure") {
             const f = (part as { data: { code?: string; message?: string } }).data;
             return (

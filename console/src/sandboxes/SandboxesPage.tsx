@@ -31,7 +31,7 @@ function SandboxList() {
       {list.error !== undefined && <ErrorBanner error={list.error} onRetry={list.reload} />}
       {!list.data && !list.error && <Loading label="Loading sandboxes…" />}
       {list.data && list.items.length === 0 && (
-        <Empty title="No sandboxes">{write ? "Create one above, or start a chat: each Session gets its own." : "You have none."}</Empty>
+        <Empty title="No sandboxes">{write ? "Create one with the form on this page, or start a chat: each Session gets its own." : "You have none."}</Empty>
       )}
       {list.items.length > 0 && (
         <div className="table-wrap">
