@@ -274,7 +274,37 @@ test("a phone in dark mode", async () => {
   await select.selectOption(await select.locator("option", { hasText: "coder" }).getAttribute("value"));
   await page.getByRole("link").filter({ hasText: firstLine(env("TOOL_INPUT")) }).first().click();
   await page.getByText(env("TOOL_TEXT")).waitFor();
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 1, `the page is ${overflow}px wider than the phone`);
+  await fitsThePhone("chat");
   await shot("phone-dark");
+  // A sandbox's page and the admin pages fit too, their actions on screen.
+  await page.getByRole("link", { name: "Sandboxes", exact: true }).click();
+  await page.getByTestId("sandbox-row").first().waitFor();
+  await fitsThePhone("the sandboxes");
+  await onScreen(page.getByTestId("sandbox-row").first().getByRole("button", { name: "Delete", exact: true }));
+  await shot("phone-sandboxes");
+  await page.getByTestId("sandbox-row").first().getByRole("link").first().click();
+  await page.getByTestId("sandbox-state").waitFor();
+  await fitsThePhone("a sandbox");
+  await onScreen(page.getByRole("button", { name: "Delete", exact: true }));
+  await shot("phone-sandbox");
+  await page.getByRole("link", { name: "Admin", exact: true }).click();
+  await page.getByRole("tab", { name: "Runtime profiles" }).click();
+  await page.getByTestId("profile-card").first().waitFor();
+  await fitsThePhone("the runtime profiles");
+  await onScreen(page.getByTestId("profile-card").first().getByRole("button", { name: "Delete", exact: true }));
+  await shot("phone-admin");
 });
+
+/** Fails unless the page is no wider than the viewport. */
+async function fitsThePhone(what) {
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `${what}: the page is ${overflow}px wider than the phone`);
+}
+
+/** Fails unless locator's element lies within the viewport's width. */
+async function onScreen(locator) {
+  await locator.waitFor();
+  const box = await locator.boundingBox();
+  const width = page.viewportSize().width;
+  assert.ok(box && box.x >= 0 && box.x + box.width <= width + 1, `a button lies off-screen: ${JSON.stringify(box)} in ${width}px`);
+}

@@ -35,7 +35,7 @@ function SandboxList() {
       )}
       {list.items.length > 0 && (
         <div className="table-wrap">
-          <table className="table" aria-label="Sandboxes">
+          <table className="table stack" aria-label="Sandboxes">
             <thead>
               <tr>
                 <th scope="col">Sandbox</th>
@@ -60,9 +60,13 @@ function SandboxList() {
                   <td>
                     <span className={`badge state-${s.status.state}`}>{s.status.state}</span>
                   </td>
-                  <td>{s.backend ?? "—"}</td>
-                  <td className="truncate">{s.image?.uri || "default"}</td>
-                  <td title={s.expiresAt}>{s.expiresAt ? relativeTime(s.expiresAt) : "never"}</td>
+                  <td data-label="Backend">{s.backend ?? "—"}</td>
+                  <td className="truncate" data-label="Image">
+                    {s.image?.uri || "default"}
+                  </td>
+                  <td title={s.expiresAt} data-label="Expires">
+                    {s.expiresAt ? relativeTime(s.expiresAt) : "never"}
+                  </td>
                   <td>{write && <SandboxActions sandbox={s} onDone={() => void list.reload()} />}</td>
                 </tr>
               ))}
