@@ -221,7 +221,7 @@ test("keep a secret in a vault and attach it to an agent", async () => {
 
 test("open a terminal and run a command", async () => {
   await page.getByRole("link", { name: "Sandboxes", exact: true }).click();
-  await page.getByRole("heading", { name: "Sandboxes" }).waitFor();
+  await page.getByRole("heading", { name: "Sandboxes", exact: true }).waitFor();
   await page.getByRole("button", { name: "Create sandbox" }).click();
   await page.getByTestId("sandbox-state").filter({ hasText: "Running" }).waitFor();
   await page.getByTestId("terminal-status").filter({ hasText: "Connected" }).waitFor();
@@ -278,6 +278,8 @@ test("a phone in dark mode", async () => {
   await shot("phone-dark");
   // A sandbox's page and the admin pages fit too, their actions on screen.
   await page.getByRole("link", { name: "Sandboxes", exact: true }).click();
+  // The chat's box is listed apart from the user's own, with a way back to its Session.
+  await page.getByRole("table", { name: "Sandboxes of chat Sessions" }).getByRole("link", { name: "its Session" }).first().waitFor();
   await page.getByTestId("sandbox-row").first().waitFor();
   await fitsThePhone("the sandboxes");
   await onScreen(page.getByTestId("sandbox-row").first().getByRole("button", { name: "Delete", exact: true }));

@@ -263,7 +263,7 @@ test("share an agent with another person, then make them its admin", async () =>
 test("a member's sandbox: its terminal and files through the proxy, signed in by cookie", async () => {
   const page = await pageOf("alice");
   await section(page, "Sandboxes");
-  await page.getByRole("heading", { name: "Sandboxes" }).waitFor();
+  await page.getByRole("heading", { name: "Sandboxes", exact: true }).waitFor();
   await page.getByRole("button", { name: "Create sandbox" }).click();
   await page.getByTestId("sandbox-state").filter({ hasText: "Running" }).waitFor();
   await page.getByTestId("terminal-status").filter({ hasText: "Connected" }).waitFor();
