@@ -225,7 +225,7 @@ func TestCLILoginBrowser(t *testing.T) {
 		form              url.Values
 		want              int
 	}{
-		{"a wrong state", "/callback", formType, url.Values{"state": {state[:31] + "x"}, "key": {someKey}}, 400},
+		{"a wrong state", "/callback", formType, url.Values{"state": {otherState(state)}, "key": {someKey}}, 400},
 		{"no state", "/callback", formType, url.Values{"key": {someKey}}, 400},
 		{"the state in the URL", "/callback?state=" + state, formType, url.Values{"key": {someKey}}, 400},
 		{"not a form", "/callback", "application/json", url.Values{"state": {state}, "key": {someKey}}, 415},
@@ -374,4 +374,13 @@ func TestCLILoginBrowserRefusals(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a login that did not end stored something: %v", err)
 	}
+}
+
+// otherState is state with its last character changed (whatever it was).
+func otherState(state string) string {
+	last := byte('x')
+	if state[len(state)-1] == last {
+		last = 'y'
+	}
+	return state[:len(state)-1] + string(last)
 }
