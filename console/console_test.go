@@ -44,7 +44,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // nodeTests is how many tests e2e/console.test.mjs holds, identityTests
 // how many e2e/identity.test.mjs holds.
 const (
-	nodeTests     = 11
+	nodeTests     = 10
 	identityTests = 8
 )
 
@@ -59,9 +59,6 @@ const (
 	toolText       = "The command printed **console-tool-output**, as asked."
 	holdText       = "Streaming resumes after the reload and carries on to the end."
 	holdFirst      = "Streamin" // what the fake model sends before it holds: its first piece of 8 runes
-	stopInput      = "Tell me a long story."
-	stopText       = "Once upon a time, until someone pressed Stop."
-	stopFirst      = "Once upo"
 	approveCommand = "echo approved-output"
 	approveOutput  = "approved-output"
 	approveText    = "The approved command ran."
@@ -71,7 +68,7 @@ const (
 // message: an input that asks for a command first calls the shell tool
 // and, with the tool's result, answers in text. The held reply stops after its first piece
 // until gate is closed.
-func script(gate, never <-chan struct{}) []fakemodel.Reply {
+func script(gate <-chan struct{}) []fakemodel.Reply {
 	route := fakemodel.Func(func(req fakemodel.Request) fakemodel.Reply {
 		afterTool := req.Last().Role == "tool"
 		var last string
@@ -87,8 +84,6 @@ func script(gate, never <-chan struct{}) []fakemodel.Reply {
 			return fakemodel.Text(toolText).WithReasoning("The user wants the command run; it ran.")
 		case last == holdInput:
 			return fakemodel.Text(holdText).HoldUntil(gate)
-		case last == stopInput:
-			return fakemodel.Text(stopText).HoldUntil(never) // until the reply is stopped
 		case last == approveInput && !afterTool:
 			return fakemodel.Call("shell", map[string]any{"command": approveCommand})
 		case last == approveInput:
@@ -120,8 +115,7 @@ func TestConsoleInChromium(t *testing.T) {
 	build := t.TempDir()
 	nodetest.NPM(ctx, t, pkgDir, "run", "build", "--", "--outDir", build, "--emptyOutDir", "--logLevel", "warn")
 
-	gate, never := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(never) })
+	gate := make(chan struct{})
 	var release sync.Once
 	releaseGate := func() { release.Do(func() { close(gate) }) }
 	t.Cleanup(releaseGate)
@@ -140,7 +134,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := servertest.New(t, servertest.Options{Backend: "native", Script: script(gate, never),
+	env := servertest.New(t, servertest.Options{Backend: "native", Script: script(gate),
 		Web: &identityapi.Web{OIDC: prov, AdminGroups: []string{oidctest.AdminGroup}, DefaultRole: identity.RoleMember}})
 	env.Agent("auto", nil) // "coder" on profile "test"
 	env.Must(201, "POST", "/api/v1/agents", map[string]any{"name": "careful", "engine_kind": "astrabox", "runtime_profile": "test",
@@ -185,8 +179,6 @@ func TestConsoleInChromium(t *testing.T) {
 		"HOLD_INPUT":     holdInput,
 		"HOLD_FIRST":     holdFirst,
 		"HOLD_TEXT":      holdText,
-		"STOP_INPUT":     stopInput,
-		"STOP_FIRST":     stopFirst,
 		"APPROVE_INPUT":  approveInput,
 		"APPROVE_OUTPUT": approveOutput,
 		"APPROVE_TEXT":   approveText,

@@ -9,7 +9,6 @@
 //   SCREENSHOT_DIR          where screenshots go
 //   TOOL_INPUT, TOOL_OUTPUT, TOOL_TEXT       a chat with a tool call
 //   HOLD_INPUT, HOLD_FIRST, HOLD_TEXT        a reply held after its first piece
-//   STOP_INPUT, STOP_FIRST                   a reply held until it is stopped
 //   APPROVE_INPUT, APPROVE_OUTPUT, APPROVE_TEXT   a call needing approval
 //
 // The tests run in order on one page, as a person would use it.
@@ -127,15 +126,6 @@ test("reload mid-reply and see it go on", async () => {
   await page.getByTestId("session-state").filter({ hasText: "READY" }).waitFor();
   assert.equal(await page.getByTestId("message-assistant").count(), 2, "one assistant message per reply");
   assert.equal(await page.getByTestId("message-user").count(), 2, "one user message per input");
-});
-
-test("stop a reply and see it marked", async () => {
-  await send(env("STOP_INPUT"));
-  await lastReply().getByText(env("STOP_FIRST")).waitFor();
-  await page.getByRole("button", { name: "Stop", exact: true }).click();
-  await lastReply().getByTestId("reply-stopped").waitFor();
-  await page.getByTestId("session-state").filter({ hasText: "READY" }).waitFor();
-  await shot("chat-stopped");
 });
 
 test("approve a tool call", async () => {
