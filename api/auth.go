@@ -10,6 +10,7 @@ import (
 	"github.com/astrabox/astrabox/api/httpx"
 	"github.com/astrabox/astrabox/api/identityapi"
 	"github.com/astrabox/astrabox/identity"
+	"github.com/astrabox/astrabox/internal/metrics"
 	"github.com/astrabox/astrabox/lifecycle"
 	"github.com/astrabox/astrabox/sandbox"
 	"github.com/astrabox/astrabox/store"
@@ -161,9 +162,9 @@ func (s *Server) handleRoute(rt httpx.Route) {
 			rt.Handler(w, r)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := metrics.NewStatusRecorder(w)
 		rt.Handler(sw, r)
-		if sw.status >= 200 && sw.status < 300 {
+		if sw.Status >= 200 && sw.Status < 300 {
 			s.audit(r, p, rt.Audit)
 		}
 	})
@@ -190,26 +191,6 @@ func (s *Server) audit(r *http.Request, p *identity.Principal, action string) {
 	}
 	s.cfg.Accounts.Record(r.Context(), p, action, target, detail)
 }
-
-// statusWriter remembers the status a handler answered with.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController and httpx find what is beneath.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // checkBoxOwner answers SANDBOX_NOT_FOUND, as for a missing box, unless p
 // owns sandbox id or is an administrator: nothing tells a caller that

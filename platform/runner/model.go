@@ -126,11 +126,11 @@ func modelError(w http.ResponseWriter, status int, msg string) {
 // request cannot hand the box the credential it never holds.
 func (mp *modelProxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	orig := w // MaxBytesReader's, which closes the connection on a body too large
-	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	rec := metrics.NewStatusRecorder(w)
 	w = rec
 	start := time.Now()
 	defer func() {
-		metrics.ModelRequests.Inc(strconv.Itoa(rec.status))
+		metrics.ModelRequests.Inc(strconv.Itoa(rec.Status))
 		metrics.ModelDuration.Observe(time.Since(start))
 	}()
 	if !mp.secrets[0].Holds(req.Header) {
@@ -287,26 +287,6 @@ func (mp *modelProxy) note(typ string, fields map[string]any) {
 		mp.log.Warn("model request note dropped: the runner is behind", "type", typ, "fields", fields)
 	}
 }
-
-// statusWriter keeps the status of a model answer for the metrics; it
-// passes Flush on (answers stream).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (sw *statusWriter) WriteHeader(code int) {
-	sw.status = code
-	sw.ResponseWriter.WriteHeader(code)
-}
-
-func (sw *statusWriter) Flush() {
-	if fl, ok := sw.ResponseWriter.(http.Flusher); ok {
-		fl.Flush()
-	}
-}
-
-func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
 // openTunnel opens the box's model tunnel at rt.rec.ModelListen; an empty
 // address picks a free loopback port (retrying ports taken meanwhile) and
